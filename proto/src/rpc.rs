@@ -1,0 +1,437 @@
+//! The RPC contract between evctl (and editors) and evd: one `#[rpc]` trait, its wire types, and
+//! the error envelope. Methods are named `ev.<verb>`; every call takes exactly one object.
+//!
+//! Everything that depends on the caller (which store, its working directory, git identity and
+//! HEAD, the agent id) travels in [`Context`]; evd never reads them from its own environment.
+
+use jsonrpsee::core::RpcResult;
+use jsonrpsee::proc_macros::rpc;
+use jsonrpsee::types::ErrorObjectOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Bumped whenever a method's params or result change shape incompatibly.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What the caller resolved about itself.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Context {
+    /// Absolute path of the directory that holds (or will hold) `.evolving/`.
+    pub store: String,
+    /// The caller's working directory (absolute): base for the caller's relative paths.
+    #[serde(default)]
+    pub cwd: String,
+    /// `EV_AGENT_ID`, empty means absent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    #[serde(default)]
+    pub git: GitFacts,
+}
+
+/// Facts from the caller's git, each `None` when the lookup failed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GitFacts {
+    /// `git config user.name`, trimmed, empty → None.
+    #[serde(default)]
+    pub user_name: Option<String>,
+    /// `git rev-parse HEAD`, trimmed.
+    #[serde(default)]
+    pub head: Option<String>,
+    /// `git rev-parse @{upstream}`, trimmed.
+    #[serde(default)]
+    pub upstream: Option<String>,
+}
+
+/// A non-fatal line the CLI prints to stderr, exactly as upstream would.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Warning {
+    pub kind: String,
+    pub message: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// JSON-RPC error codes of refusals (the params-shape code -32602 is jsonrpsee's own).
+pub mod codes {
+    pub const NO_STORE: i32 = -32010;
+    pub const NOT_FOUND: i32 = -32011;
+    pub const REFUSED: i32 = -32012;
+    pub const IO: i32 = -32013;
+    /// The store is owned by another daemon (or another user's).
+    pub const LOCKED: i32 = -32014;
+    /// The store path itself is unusable (a symlink, not a directory, …).
+    pub const BAD_STORE: i32 = -32015;
+    pub const INTERNAL: i32 = -32603;
+}
+
+/// The `data` of every refusal: a stable slug, the exact upstream message (what follows
+/// `error: `), and the warnings emitted before the refusal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RefusalData {
+    pub reason: String,
+    pub message: String,
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+/// A refusal as evd raises it and evctl renders it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: i32,
+    pub reason: String,
+    pub message: String,
+    pub warnings: Vec<Warning>,
+}
+
+impl Refusal {
+    pub fn new(code: i32, reason: &str, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            warnings: Vec::new(),
+        }
+    }
+    pub fn refused(reason: &str, message: impl Into<String>) -> Refusal {
+        Refusal::new(codes::REFUSED, reason, message)
+    }
+    pub fn io(message: impl Into<String>) -> Refusal {
+        Refusal::new(codes::IO, "io", message)
+    }
+    pub fn no_store() -> Refusal {
+        Refusal::new(codes::NO_STORE, "no_store", NO_STORE_MESSAGE)
+    }
+    pub fn with_warnings(mut self, w: Vec<Warning>) -> Refusal {
+        self.warnings = w;
+        self
+    }
+    /// Recover a refusal from a JSON-RPC error object.
+    pub fn from_error_object(e: &ErrorObjectOwned) -> Refusal {
+        let data = e
+            .data()
+            .and_then(|raw| serde_json::from_str::<RefusalData>(raw.get()).ok());
+        match data {
+            Some(d) => Refusal {
+                code: e.code(),
+                reason: d.reason,
+                message: d.message,
+                warnings: d.warnings,
+            },
+            None => Refusal::new(e.code(), "rpc", e.message().to_string()),
+        }
+    }
+}
+
+impl From<Refusal> for ErrorObjectOwned {
+    fn from(r: Refusal) -> Self {
+        let data = RefusalData {
+            reason: r.reason,
+            message: r.message.clone(),
+            warnings: r.warnings,
+        };
+        ErrorObjectOwned::owned(r.code, r.message, Some(data))
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The refusal text for a missing store (the inner backticks are literal).
+pub const NO_STORE_MESSAGE: &str = "no .evolving/ store here — run `ev init` first";
+
+// ---------------------------------------------------------------------------------------------
+// Daemon lifecycle
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HelloRequest {
+    pub protocol: u32,
+    pub build_id: String,
+    #[serde(default)]
+    pub client: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Hello {
+    pub protocol: u32,
+    pub build_id: String,
+    pub version: String,
+    pub pid: u32,
+    pub started_at: String,
+    /// Whether the caller's protocol and build match this daemon.
+    pub compatible: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoreStatus {
+    /// The canonical directory holding `.evolving/`.
+    pub root: String,
+    pub ticks: usize,
+    pub head: String,
+    pub opened_at: String,
+    pub writes: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub build_id: String,
+    pub protocol: u32,
+    pub started_at: String,
+    pub uptime_ms: u64,
+    pub socket: String,
+    pub stores: Vec<StoreStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShutdownAck {
+    pub pid: u32,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verbs
+
+/// A request that only names its store.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StoreRequest {
+    pub context: Context,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InitResult {
+    pub created: bool,
+    pub path: String,
+}
+
+/// One ground as the decide grammar built it, before validation, so evd can raise every
+/// per-ground refusal itself.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DraftGround {
+    /// `chosen` (`--assume`) or `rejected` (`--reject`).
+    pub kind: DraftKind,
+    /// The claim of a chosen ground.
+    #[serde(default)]
+    pub claim: Option<String>,
+    /// The option of a rejected road (split and trimmed).
+    #[serde(default)]
+    pub option: Option<String>,
+    /// The reason a rejected road was declined (split and trimmed).
+    #[serde(default)]
+    pub why: Option<String>,
+    #[serde(default)]
+    pub revisit: Option<String>,
+    #[serde(default)]
+    pub test_ref: Option<String>,
+    #[serde(default)]
+    pub counter_test: Option<String>,
+    #[serde(default)]
+    pub platforms: Vec<String>,
+    #[serde(default)]
+    pub triggered_by: Vec<String>,
+    #[serde(default)]
+    pub surfaces: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DraftKind {
+    #[default]
+    Chosen,
+    Rejected,
+}
+
+/// A commit the caller read for `--from-git`; `envelope: None` means git could not read it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FromGit {
+    pub rev: String,
+    pub envelope: Option<CommitEnvelope>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CommitEnvelope {
+    pub subject: String,
+    pub author: String,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DecideRequest {
+    pub context: Context,
+    #[serde(default)]
+    pub decision: Option<String>,
+    #[serde(default)]
+    pub from_git: Option<FromGit>,
+    #[serde(default)]
+    pub observe: Option<String>,
+    #[serde(default)]
+    pub blame: Option<String>,
+    #[serde(default)]
+    pub verified_at_sha: Option<String>,
+    #[serde(default)]
+    pub authority: Option<String>,
+    #[serde(default)]
+    pub jurisdiction: Option<String>,
+    #[serde(default)]
+    pub source_ref: Option<String>,
+    #[serde(default)]
+    pub grounds: Vec<DraftGround>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DecideResult {
+    pub id: String,
+    pub ground_count: usize,
+    pub dry_run: bool,
+    /// The tick as stored (or as it would be stored), plus `file`.
+    pub tick: Value,
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IdRequest {
+    pub context: Context,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ShowResult {
+    pub id: String,
+    /// The exact file bytes (always UTF-8; a non-UTF-8 file is a read error).
+    pub raw: String,
+    /// The parsed JSON, when the file is JSON.
+    pub tick: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ListEntry {
+    pub file: String,
+    pub parseable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jurisdiction: Option<String>,
+    /// The rendered source_ref (its dedup key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ListResult {
+    /// The current view plus unparseable files, sorted by file name.
+    pub entries: Vec<ListEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogEntry {
+    pub id: String,
+    pub status: String,
+    pub decision: String,
+    pub blame: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratifies: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogResult {
+    /// HEAD first, then each parent.
+    pub entries: Vec<LogEntry>,
+    /// The id the walk could not find (broken lineage), if any.
+    pub broken_at: Option<String>,
+    /// A tick on the walk that could not be read: `(id, error)`; rows before it stay valid.
+    pub unreadable: Option<(String, String)>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    pub context: Context,
+    #[serde(default)]
+    pub self_test: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VectorLine {
+    pub name: String,
+    pub got: String,
+    pub want: String,
+    pub pass: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VerifyResult {
+    /// Each violation line without the `✗ ` prefix. Empty = clean.
+    pub violations: Vec<String>,
+    /// Only for `self_test`.
+    pub vectors: Option<Vec<VectorLine>>,
+    /// Tolerated-key and imported-R5 warnings (stderr lines, before the verdict).
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+    /// How many tick files were audited.
+    #[serde(default)]
+    pub files: usize,
+}
+
+impl VerifyResult {
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty() && self.vectors.iter().flatten().all(|v| v.pass)
+    }
+}
+
+/// The RPC surface of evd.
+#[rpc(server, client, namespace = "ev", namespace_separator = ".")]
+pub trait EvApi {
+    /// Handshake: protocol version and build id of both sides.
+    #[method(name = "hello")]
+    async fn hello(&self, req: HelloRequest) -> RpcResult<Hello>;
+
+    /// Daemon pid, version, uptime and the stores it holds.
+    #[method(name = "status")]
+    async fn status(&self) -> RpcResult<DaemonStatus>;
+
+    /// Stop the daemon cleanly (socket removed, every store released).
+    #[method(name = "shutdown")]
+    async fn shutdown(&self) -> RpcResult<ShutdownAck>;
+
+    #[method(name = "init")]
+    async fn init(&self, req: StoreRequest) -> RpcResult<InitResult>;
+
+    #[method(name = "decide")]
+    async fn decide(&self, req: DecideRequest) -> RpcResult<DecideResult>;
+
+    #[method(name = "show")]
+    async fn show(&self, req: IdRequest) -> RpcResult<ShowResult>;
+
+    #[method(name = "list")]
+    async fn list(&self, req: StoreRequest) -> RpcResult<ListResult>;
+
+    #[method(name = "log")]
+    async fn log(&self, req: StoreRequest) -> RpcResult<LogResult>;
+
+    #[method(name = "verify")]
+    async fn verify(&self, req: VerifyRequest) -> RpcResult<VerifyResult>;
+}
