@@ -1,1 +1,139 @@
-fn main(){}
+//! `evd`: the per-user daemon. Usually started by evctl on first use or by systemd's socket
+//! unit; run it by hand with `evd serve` to watch its log.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use evd::{lock, paths, server, systemd};
+
+/// evd — the decision-memory daemon behind evctl.
+///
+/// One evd serves every .evolving/ store of its user: it owns each store it opens (a lock, one
+/// writer, parsed ticks kept hot) and answers JSON-RPC 2.0 on a private Unix socket
+/// ($XDG_RUNTIME_DIR/evd/evd.sock). evctl starts it on demand; you rarely run it yourself.
+#[derive(Parser)]
+#[command(name = "evd", version, about, long_about)]
+struct Cli {
+    /// Runtime directory for the socket, locks and log (default: $EVD_RUNTIME_DIR, else
+    /// $XDG_RUNTIME_DIR/evd, else $TMPDIR/evd-<uid>).
+    #[arg(long, global = true, value_name = "DIR")]
+    runtime_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve in the foreground until SIGTERM/SIGINT or `evctl shutdown` (the default).
+    Serve,
+    /// Print the socket path this evd would use, then exit.
+    Where,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Socket activation must be read before any thread exists.
+    let activated = systemd::activated_listener();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EVD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let rt_dir = cli.runtime_dir.clone().unwrap_or_else(paths::runtime_dir);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Where => {
+            println!("{}", paths::socket_path(&rt_dir).display());
+            ExitCode::SUCCESS
+        }
+        Command::Serve => match run(&rt_dir, activated) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("evd: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+/// Bind the socket under a strict umask so it is never reachable by others, even briefly.
+fn bind_private(sock: &Path) -> std::io::Result<UnixListener> {
+    // SAFETY: umask only swaps the process mask; no other thread exists yet.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(sock);
+    unsafe { libc::umask(old) };
+    let l = bound?;
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o600))?;
+    Ok(l)
+}
+
+fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
+    paths::ensure_private_dir(rt_dir).map_err(|e| e.to_string())?;
+    let sock = paths::socket_path(rt_dir);
+    let _daemon_lock = lock::try_lock(&paths::daemon_lock_path(rt_dir), &lock::Holder::me("evd"))
+        .map_err(|e| e.describe(&format!("another evd already serves {}: the daemon lock", sock.display())))?;
+    let (listener, bound_ino) = match activated {
+        Some(l) => {
+            tracing::info!("using the socket systemd passed");
+            (l, None)
+        }
+        None => {
+            // We hold the daemon lock, so any socket file left here belongs to a dead daemon.
+            if let Ok(m) = std::fs::symlink_metadata(&sock) {
+                if m.file_type().is_socket() {
+                    tracing::info!(socket = %sock.display(), "replacing a stale socket");
+                }
+                std::fs::remove_file(&sock)
+                    .map_err(|e| format!("cannot remove stale {}: {e}", sock.display()))?;
+            }
+            let l = bind_private(&sock).map_err(|e| format!("cannot bind {}: {e}", sock.display()))?;
+            let ino = std::fs::symlink_metadata(&sock).ok().map(|m| m.ino());
+            (l, ino)
+        }
+    };
+    let exe = std::env::current_exe().ok();
+    let build_id = exe
+        .as_deref()
+        .and_then(paths::exe_fingerprint)
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+    let daemon = Arc::new(server::Daemon::new(build_id, sock.clone()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let result = runtime.block_on(async {
+        let stop = daemon.stop.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+                _ = int.recv() => tracing::info!("SIGINT: stopping"),
+            }
+            stop.cancel();
+        });
+        tracing::info!(socket = %sock.display(), pid = std::process::id(), build = %daemon.build_id, "evd ready");
+        systemd::notify("READY=1\nSTATUS=serving\n");
+        let r = server::serve(listener, Arc::clone(&daemon)).await;
+        systemd::notify("STOPPING=1\n");
+        r
+    });
+    // Remove our socket, but only if it is still the one we bound.
+    if let Some(ino) = bound_ino {
+        if std::fs::symlink_metadata(&sock).map(|m| m.ino()).ok() == Some(ino) {
+            let _ = std::fs::remove_file(&sock);
+        }
+    }
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    tracing::info!("evd stopped");
+    result.map_err(|e| format!("serving failed: {e}"))
+}

@@ -1,0 +1,171 @@
+//! File primitives the store is built on: reads that never follow a symlink, crash-safe
+//! replacement (temp file, fsync, rename, fsync the directory) and appends.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Open an existing file for reading without following a final symlink, and refuse anything that
+/// is not a regular file.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is a symlink (evd never follows links inside a store)", path.display()),
+                )
+            } else {
+                e
+            }
+        })?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    Ok(f)
+}
+
+/// Read a whole regular file as UTF-8 (the same error text as `fs::read_to_string` on bad UTF-8).
+pub fn read_text(path: &Path) -> io::Result<String> {
+    let mut s = String::new();
+    open_regular(path)?.read_to_string(&mut s)?;
+    Ok(s)
+}
+
+/// Read a file that may be missing: `Ok(None)` when it does not exist.
+pub fn read_text_opt(path: &Path) -> io::Result<Option<String>> {
+    match read_text(path) {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// fsync a directory so a rename inside it is durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn temp_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        ".evd-tmp-{}-{}-{}",
+        std::process::id(),
+        TMP_SEQ.fetch_add(1, Ordering::Relaxed),
+        nanos
+    )
+}
+
+/// Replace `dest` with `bytes` crash-safely. The temp file is made in `tmp_dir` (which must be on
+/// the same filesystem; on EXDEV the temp goes next to `dest` instead), fsynced, renamed over
+/// `dest`, and the destination directory is fsynced. A crash leaves either the old file or the
+/// new one, never a torn one.
+pub fn replace_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dest_dir = dest
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no parent"))?;
+    let tmp = tmp_dir.join(temp_name());
+    write_new(&tmp, bytes)?;
+    match fs::rename(&tmp, dest) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+            let _ = fs::remove_file(&tmp);
+            let near = dest_dir.join(temp_name());
+            write_new(&near, bytes)?;
+            if let Err(e) = fs::rename(&near, dest) {
+                let _ = fs::remove_file(&near);
+                return Err(e);
+            }
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    }
+    sync_dir(dest_dir)
+}
+
+fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let res = f.write_all(bytes).and_then(|()| f.sync_all());
+    if res.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    res
+}
+
+/// Append `line` (which should end with `\n`) in one write, creating the file if needed.
+pub fn append(path: &Path, line: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    f.write_all(line)
+}
+
+/// Create a directory (and parents) unless it exists; refuse when it exists as a symlink.
+pub fn ensure_dir(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is a symlink (evd never follows links inside a store)", path.display()),
+        )),
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} exists and is not a directory", path.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(path),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replace_writes_the_new_bytes_and_leaves_no_temp_behind() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let tmp = d.path().join("tmp");
+        fs::create_dir(&tmp).expect("mkdir");
+        let dest = d.path().join("HEAD");
+        fs::write(&dest, "old").expect("write");
+        replace_atomically(&tmp, &dest, b"new").expect("replace");
+        assert_eq!(fs::read_to_string(&dest).expect("read"), "new");
+        assert_eq!(fs::read_dir(&tmp).expect("ls").count(), 0);
+    }
+
+    #[test]
+    fn reads_refuse_symlinks_and_directories() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let target = d.path().join("t");
+        fs::write(&target, "x").expect("write");
+        let link = d.path().join("l");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let e = read_text(&link).expect_err("symlink refused");
+        assert!(e.to_string().contains("symlink"), "{e}");
+        assert!(read_text(d.path()).is_err());
+        assert_eq!(read_text(&target).expect("read"), "x");
+    }
+}

@@ -1,0 +1,163 @@
+//! The stores a daemon holds. Each store gets one actor: a thread that owns the [`Store`] (its
+//! lock, its cache) and runs every request for that store one at a time, so any number of
+//! clients produce one linear chain. Store I/O never blocks the async runtime.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+
+use proto::rpc::{codes, Context, Refusal, StoreStatus};
+use tokio::sync::oneshot;
+
+use crate::store::Store;
+
+type Job = Box<dyn FnOnce(&mut Store) + Send>;
+
+/// What `status` reports about a store, refreshed after every request.
+#[derive(Debug, Clone, Default)]
+struct Snapshot {
+    ticks: usize,
+    head: String,
+    writes: u64,
+}
+
+pub struct StoreActor {
+    root: PathBuf,
+    opened_at: String,
+    jobs: Mutex<mpsc::Sender<Job>>,
+    snapshot: Arc<Mutex<Snapshot>>,
+}
+
+impl StoreActor {
+    fn spawn(root: PathBuf) -> std::io::Result<StoreActor> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let snapshot = Arc::new(Mutex::new(Snapshot::default()));
+        let snap = Arc::clone(&snapshot);
+        let thread_root = root.clone();
+        std::thread::Builder::new()
+            .name("evd-store".into())
+            .spawn(move || {
+                let mut store = Store::new(thread_root);
+                while let Ok(job) = rx.recv() {
+                    job(&mut store);
+                    if let Ok(mut s) = snap.lock() {
+                        s.ticks = store.tick_count();
+                        s.head = store.head().unwrap_or_default();
+                        s.writes = store.writes;
+                    }
+                }
+                // Channel closed: the store (and its lock) drops here.
+            })?;
+        Ok(StoreActor {
+            root,
+            opened_at: crate::clock::now_rfc3339(),
+            jobs: Mutex::new(tx),
+            snapshot,
+        })
+    }
+
+    /// Run `f` on the store's own thread and wait for its answer. A panic inside `f` becomes an
+    /// internal error for this request; the actor keeps serving.
+    pub async fn run<R, F>(&self, f: F) -> Result<R, Refusal>
+    where
+        F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |store| {
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store)))
+                .unwrap_or_else(|_| {
+                    Err(Refusal::new(
+                        codes::INTERNAL,
+                        "internal",
+                        "internal error while serving this request (evd logged it)",
+                    ))
+                });
+            let _ = tx.send(out);
+        });
+        let sent = self
+            .jobs
+            .lock()
+            .map_err(|_| gone())
+            .and_then(|j| j.send(job).map_err(|_| gone()));
+        sent?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    pub fn status(&self) -> StoreStatus {
+        let s = self.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
+        StoreStatus {
+            root: self.root.display().to_string(),
+            ticks: s.ticks,
+            head: s.head,
+            opened_at: self.opened_at.clone(),
+            writes: s.writes,
+        }
+    }
+}
+
+fn gone() -> Refusal {
+    Refusal::new(codes::INTERNAL, "internal", "the store's worker has stopped")
+}
+
+/// Map from canonical store root to its actor.
+#[derive(Default)]
+pub struct Registry {
+    stores: Mutex<HashMap<PathBuf, Arc<StoreActor>>>,
+}
+
+/// The canonical root a request names. Relative or missing paths are refused clearly.
+pub fn resolve_root(ctx: &Context) -> Result<PathBuf, Refusal> {
+    let p = Path::new(&ctx.store);
+    if ctx.store.is_empty() || !p.is_absolute() {
+        return Err(Refusal::new(
+            codes::BAD_STORE,
+            "store_path",
+            format!("store path must be absolute (got {})", proto::json::q(&ctx.store)),
+        ));
+    }
+    std::fs::canonicalize(p).map_err(|e| {
+        Refusal::new(
+            codes::BAD_STORE,
+            "store_path",
+            format!("cannot open store directory {}: {e}", p.display()),
+        )
+    })
+}
+
+impl Registry {
+    /// The actor of the store a request names, started on first use.
+    pub fn actor(&self, ctx: &Context) -> Result<Arc<StoreActor>, Refusal> {
+        let root = resolve_root(ctx)?;
+        let mut map = self
+            .stores
+            .lock()
+            .map_err(|_| Refusal::new(codes::INTERNAL, "internal", "store registry poisoned"))?;
+        if let Some(a) = map.get(&root) {
+            return Ok(Arc::clone(a));
+        }
+        let actor = Arc::new(StoreActor::spawn(root.clone()).map_err(|e| {
+            Refusal::new(codes::INTERNAL, "internal", format!("cannot start store worker: {e}"))
+        })?);
+        tracing::info!(store = %root.display(), "store opened");
+        map.insert(root, Arc::clone(&actor));
+        Ok(actor)
+    }
+
+    pub fn statuses(&self) -> Vec<StoreStatus> {
+        let mut v: Vec<StoreStatus> = self
+            .stores
+            .lock()
+            .map(|m| m.values().map(|a| a.status()).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.root.cmp(&b.root));
+        v
+    }
+
+    /// Drop every actor: their threads end and release the store locks.
+    pub fn close_all(&self) {
+        if let Ok(mut m) = self.stores.lock() {
+            m.clear();
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The RPC server: the `ev.*` methods over jsonrpsee, served on each accepted Unix connection
+//! after a peer-uid check, with a clean stop on SIGTERM/SIGINT or `ev.shutdown`.
+
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jsonrpsee::core::{async_trait, RpcResult};
+use jsonrpsee::server::{serve_with_graceful_shutdown, stop_channel, ServerConfig};
+use proto::rpc::{
+    DaemonStatus, DecideRequest, DecideResult, EvApiServer, Hello, HelloRequest, IdRequest,
+    InitResult, ListResult, LogResult, Refusal, ShowResult, ShutdownAck, StoreRequest,
+    VerifyRequest, VerifyResult, PROTOCOL_VERSION,
+};
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::ops;
+use crate::registry::Registry;
+use crate::store::Store;
+
+/// The daemon's shared state.
+pub struct Daemon {
+    pub build_id: String,
+    pub started_at: String,
+    pub started: Instant,
+    pub socket: PathBuf,
+    pub registry: Registry,
+    pub stop: CancellationToken,
+}
+
+impl Daemon {
+    pub fn new(build_id: String, socket: PathBuf) -> Daemon {
+        Daemon {
+            build_id,
+            started_at: crate::clock::now_rfc3339(),
+            started: Instant::now(),
+            socket,
+            registry: Registry::default(),
+            stop: CancellationToken::new(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Rpc(pub Arc<Daemon>);
+
+/// Take ownership of the store (if it exists yet), then run `op` on its actor.
+async fn on_store<R, F>(d: &Daemon, ctx: &proto::rpc::Context, op: F) -> RpcResult<R>
+where
+    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    R: Send + 'static,
+{
+    let actor = d.registry.actor(ctx)?;
+    let out = actor
+        .run(move |store| {
+            if store.exists()? {
+                store.acquire("evd")?;
+            }
+            op(store)
+        })
+        .await;
+    Ok(out?)
+}
+
+#[async_trait]
+impl EvApiServer for Rpc {
+    async fn hello(&self, req: HelloRequest) -> RpcResult<Hello> {
+        Ok(Hello {
+            protocol: PROTOCOL_VERSION,
+            build_id: self.0.build_id.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            started_at: self.0.started_at.clone(),
+            compatible: req.protocol == PROTOCOL_VERSION && req.build_id == self.0.build_id,
+        })
+    }
+
+    async fn status(&self) -> RpcResult<DaemonStatus> {
+        let d = &self.0;
+        Ok(DaemonStatus {
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            build_id: d.build_id.clone(),
+            protocol: PROTOCOL_VERSION,
+            started_at: d.started_at.clone(),
+            uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            socket: d.socket.display().to_string(),
+            stores: d.registry.statuses(),
+        })
+    }
+
+    async fn shutdown(&self) -> RpcResult<ShutdownAck> {
+        tracing::info!("shutdown requested over RPC");
+        let stop = self.0.stop.clone();
+        // Let this answer reach the client before the listener closes.
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            stop.cancel();
+        });
+        Ok(ShutdownAck {
+            pid: std::process::id(),
+        })
+    }
+
+    async fn init(&self, req: StoreRequest) -> RpcResult<InitResult> {
+        let actor = self.0.registry.actor(&req.context)?;
+        let out = actor
+            .run(|store| {
+                let r = ops::init(store)?;
+                store.acquire("evd")?;
+                Ok(r)
+            })
+            .await;
+        Ok(out?)
+    }
+
+    async fn decide(&self, req: DecideRequest) -> RpcResult<DecideResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| ops::decide(s, &req)).await
+    }
+
+    async fn show(&self, req: IdRequest) -> RpcResult<ShowResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| ops::show(s, &req.id)).await
+    }
+
+    async fn list(&self, req: StoreRequest) -> RpcResult<ListResult> {
+        on_store(&self.0, &req.context, ops::list).await
+    }
+
+    async fn log(&self, req: StoreRequest) -> RpcResult<LogResult> {
+        on_store(&self.0, &req.context, ops::log).await
+    }
+
+    async fn verify(&self, req: VerifyRequest) -> RpcResult<VerifyResult> {
+        if req.self_test {
+            return Ok(ops::self_test());
+        }
+        on_store(&self.0, &req.context, |s| ops::verify(s, false)).await
+    }
+}
+
+/// Limits every connection is served under.
+fn server_config() -> ServerConfig {
+    ServerConfig::builder()
+        .max_request_body_size(1024 * 1024)
+        .max_response_body_size(64 * 1024 * 1024)
+        .max_connections(512)
+        .max_subscriptions_per_connection(32)
+        .set_message_buffer_capacity(256)
+        .build()
+}
+
+/// Serve until `daemon.stop` is cancelled. Connections from another uid are dropped unserved.
+pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = UnixListener::from_std(listener)?;
+    let methods = Rpc(Arc::clone(&daemon)).into_rpc();
+    let (stop_handle, server_handle) = stop_channel();
+    let svc_builder = jsonrpsee::server::Server::builder()
+        .set_config(server_config())
+        .to_service_builder();
+    let me = crate::users::euid();
+    loop {
+        tokio::select! {
+            () = daemon.stop.cancelled() => break,
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                match stream.peer_cred() {
+                    Ok(c) if c.uid() == me => {}
+                    Ok(c) => {
+                        tracing::warn!(uid = c.uid(), pid = ?c.pid(), "rejected a connection from another user");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "rejected a connection whose peer is unknown");
+                        continue;
+                    }
+                }
+                let svc = svc_builder.clone().build(methods.clone(), stop_handle.clone());
+                let stopped = stop_handle.clone().shutdown();
+                tokio::spawn(async move {
+                    if let Err(e) = serve_with_graceful_shutdown(stream, svc, stopped).await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+        }
+    }
+    let _ = server_handle.stop();
+    // Give in-flight answers a moment, never forever.
+    let _ = tokio::time::timeout(Duration::from_secs(2), server_handle.stopped()).await;
+    daemon.registry.close_all();
+    Ok(())
+}

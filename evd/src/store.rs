@@ -1,0 +1,434 @@
+//! One `.evolving/` store on disk: its layout, its lock, a cache of parsed ticks, and the
+//! crash-safe append (tick durable first, then HEAD).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use proto::rpc::{codes, Refusal};
+use proto::model::TickParseError;
+use proto::Tick;
+
+use crate::config::{Config, DEFAULT_CONFIG};
+use crate::fsio;
+use crate::lock::{self, Holder, LockFile};
+
+/// What one file of `ticks/` holds, as last read.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    Tick(Arc<Tick>),
+    /// JSON, but not a valid tick: the reader's message.
+    Invalid(String),
+    /// Not JSON (or not UTF-8, or not a regular file): poisons whole-store reads.
+    Unreadable(String),
+}
+
+/// Enough of a file's metadata to notice it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    mtime_ns: i128,
+    len: u64,
+    ino: u64,
+}
+
+impl Stamp {
+    fn of(m: &fs::Metadata) -> Stamp {
+        Stamp {
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            len: m.len(),
+            ino: m.ino(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    stamp: Option<Stamp>,
+    entry: Entry,
+}
+
+/// The store at `<root>/.evolving`.
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    ev: PathBuf,
+    lock: Option<LockFile>,
+    files: BTreeMap<String, Cached>,
+    /// `ticks/`'s stamp when `files` was last brought up to date.
+    ticks_stamp: Option<Stamp>,
+    pub writes: u64,
+    pub opened_at: String,
+}
+
+/// The name of the lock file, under `results/` (the per-host part nobody commits).
+pub const LOCK_FILE: &str = "evd.lock";
+
+impl Store {
+    /// A handle on the store under `root` (the directory that holds `.evolving`). Nothing is
+    /// read or locked yet.
+    pub fn new(root: PathBuf) -> Store {
+        let ev = root.join(".evolving");
+        Store {
+            root,
+            ev,
+            lock: None,
+            files: BTreeMap::new(),
+            ticks_stamp: None,
+            writes: 0,
+            opened_at: crate::clock::now_rfc3339(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn ev_dir(&self) -> &Path {
+        &self.ev
+    }
+    pub fn ticks_dir(&self) -> PathBuf {
+        self.ev.join("ticks")
+    }
+    pub fn results_dir(&self) -> PathBuf {
+        self.ev.join("results")
+    }
+    pub fn is_locked(&self) -> bool {
+        self.lock.is_some()
+    }
+
+    /// Whether `.evolving` exists. A symlink or a non-directory is a refusal: evd never follows
+    /// links inside a store.
+    pub fn exists(&self) -> Result<bool, Refusal> {
+        match fs::symlink_metadata(&self.ev) {
+            Ok(m) if m.file_type().is_symlink() => Err(Refusal::new(
+                codes::BAD_STORE,
+                "store_symlink",
+                format!(
+                    "refusing store {}: .evolving is a symlink (evd never follows links inside a store)",
+                    self.root.display()
+                ),
+            )),
+            Ok(m) if !m.is_dir() => Err(Refusal::new(
+                codes::BAD_STORE,
+                "store_not_dir",
+                format!(
+                    "refusing store {}: .evolving is not a directory",
+                    self.root.display()
+                ),
+            )),
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Refusal::io(format!("{}: {e}", self.ev.display()))),
+        }
+    }
+
+    /// Refuse with the no-store message unless the store exists.
+    pub fn require(&self) -> Result<(), Refusal> {
+        if self.exists()? {
+            Ok(())
+        } else {
+            Err(Refusal::no_store())
+        }
+    }
+
+    /// Become the store's only writer. Refused, naming the holder, when another process owns it.
+    /// Also finishes an append a crash interrupted (see [`Store::recover_head`]).
+    pub fn acquire(&mut self, kind: &str) -> Result<(), Refusal> {
+        if self.lock.is_some() {
+            return Ok(());
+        }
+        self.require()?;
+        let results = self.results_dir();
+        fsio::ensure_dir(&results).map_err(|e| Refusal::io(format!("results/: {e}")))?;
+        let path = results.join(LOCK_FILE);
+        let held = lock::try_lock(&path, &Holder::me(kind)).map_err(|e| {
+            Refusal::new(
+                codes::LOCKED,
+                "store_locked",
+                e.describe(&format!("store {}", self.root.display())),
+            )
+        })?;
+        self.lock = Some(held);
+        self.clean_temp();
+        self.recover_head()?;
+        Ok(())
+    }
+
+    fn tmp_dir(&self) -> Result<PathBuf, Refusal> {
+        let tmp = self.results_dir().join("tmp");
+        fsio::ensure_dir(&tmp).map_err(|e| Refusal::io(format!("results/tmp: {e}")))?;
+        Ok(tmp)
+    }
+
+    /// Remove temp files a crashed writer left behind (only ever in `results/tmp/`).
+    fn clean_temp(&self) {
+        if let Ok(rd) = fs::read_dir(self.results_dir().join("tmp")) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with(".evd-tmp-") {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// `init`: create the layout unless `.evolving` exists as anything. The tree is built under a
+    /// temporary name and renamed into place, so a crash never leaves half a store and two
+    /// concurrent inits make one.
+    pub fn init(&mut self) -> Result<bool, Refusal> {
+        if fs::symlink_metadata(&self.ev).is_ok() {
+            return Ok(false);
+        }
+        let fail = |e: io::Error| Refusal::io(format!("could not create .evolving/: {e}"));
+        let staging = self.root.join(format!(".evolving.init-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&staging);
+        let build = || -> io::Result<()> {
+            fs::create_dir(&staging)?;
+            fs::create_dir(staging.join("ticks"))?;
+            fs::create_dir_all(staging.join("results").join("receipts"))?;
+            fs::create_dir(staging.join("results").join("state"))?;
+            let tmp = staging.join("results");
+            fsio::replace_atomically(&tmp, &staging.join("HEAD"), b"")?;
+            fsio::replace_atomically(&tmp, &staging.join("config"), DEFAULT_CONFIG.as_bytes())?;
+            fsio::sync_dir(&staging.join("results"))?;
+            fsio::sync_dir(&staging)?;
+            Ok(())
+        };
+        if let Err(e) = build() {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(fail(e));
+        }
+        // rename(2) onto an existing non-empty directory fails, so a concurrent init wins cleanly.
+        if let Err(e) = fs::rename(&staging, &self.ev) {
+            let _ = fs::remove_dir_all(&staging);
+            if fs::symlink_metadata(&self.ev).is_ok() {
+                return Ok(false);
+            }
+            return Err(fail(e));
+        }
+        fsio::sync_dir(&self.root).map_err(fail)?;
+        Ok(true)
+    }
+
+    pub fn config(&self) -> Config {
+        Config::parse(fsio::read_text(&self.ev.join("config")).ok().as_deref())
+    }
+
+    /// HEAD, trimmed; a missing file reads as empty.
+    pub fn head(&self) -> Result<String, Refusal> {
+        fsio::read_text_opt(&self.ev.join("HEAD"))
+            .map(|h| h.unwrap_or_default().trim().to_string())
+            .map_err(|e| Refusal::io(format!("reading HEAD: {e}")))
+    }
+
+    /// Bring the tick cache up to date with `ticks/`. Cheap when nothing changed: one stat of
+    /// the directory. After an outside change, re-stats every file and re-reads the changed ones.
+    pub fn refresh(&mut self) -> Result<(), Refusal> {
+        let dir = self.ticks_dir();
+        let meta = fs::symlink_metadata(&dir)
+            .map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        if meta.file_type().is_symlink() || !meta.is_dir() {
+            return Err(Refusal::io(format!(
+                "reading store: {}: ticks/ is not a directory (evd never follows links inside a store)",
+                dir.display()
+            )));
+        }
+        let stamp = Stamp::of(&meta);
+        if self.ticks_stamp == Some(stamp) {
+            return Ok(());
+        }
+        let mut next = BTreeMap::new();
+        let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        for ent in rd {
+            let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+            let name = ent.file_name().to_string_lossy().into_owned();
+            let path = ent.path();
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue; // vanished between readdir and stat
+            };
+            if m.is_dir() {
+                continue;
+            }
+            if m.file_type().is_symlink() {
+                next.insert(
+                    name,
+                    Cached {
+                        stamp: None,
+                        entry: Entry::Unreadable(
+                            "is a symlink (evd never follows links inside a store)".into(),
+                        ),
+                    },
+                );
+                continue;
+            }
+            let s = Stamp::of(&m);
+            match self.files.remove(&name) {
+                Some(c) if c.stamp == Some(s) => {
+                    next.insert(name, c);
+                }
+                _ => {
+                    next.insert(
+                        name,
+                        Cached {
+                            stamp: Some(s),
+                            entry: read_entry(&path),
+                        },
+                    );
+                }
+            }
+        }
+        self.files = next;
+        self.ticks_stamp = Some(stamp);
+        Ok(())
+    }
+
+    /// Every file of `ticks/`, refreshed. Fails like upstream's whole-store read when any file is
+    /// not JSON: `reading store: <file>: <error>`.
+    pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
+        self.refresh()?;
+        if let Some((name, Cached { entry: Entry::Unreadable(e), .. })) = self
+            .files
+            .iter()
+            .find(|(_, c)| matches!(c.entry, Entry::Unreadable(_)))
+        {
+            return Err(Refusal::io(format!("reading store: {name}: {e}")));
+        }
+        Ok(self.files.iter().map(|(n, c)| (n.as_str(), &c.entry)).collect())
+    }
+
+    /// Every parseable tick, refreshed (whole-store read rules apply).
+    pub fn ticks(&mut self) -> Result<Vec<(&str, &Tick)>, Refusal> {
+        Ok(self
+            .entries()?
+            .into_iter()
+            .filter_map(|(n, e)| match e {
+                Entry::Tick(t) => Some((n, t.as_ref())),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The cached entry for one file name (after a refresh), without the whole-store rule.
+    pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
+        self.refresh()?;
+        Ok(self.files.get(name).map(|c| c.entry.clone()))
+    }
+
+    pub fn tick_count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Read one tick file's bytes by id. Ids that are not 12 lowercase hex never touch the disk.
+    pub fn read_tick_file(&self, id: &str) -> Result<Option<String>, io::Error> {
+        if !proto::vocab::is_tick_id(id) {
+            return Ok(None);
+        }
+        fsio::read_text_opt(&self.ticks_dir().join(id))
+    }
+
+    /// Read every tick file fresh from disk, bypassing the cache (for the audit).
+    pub fn read_all_fresh(&self) -> Result<Vec<crate::verify::AuditFile>, Refusal> {
+        let rd = fs::read_dir(self.ticks_dir())
+            .map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        let mut out = Vec::new();
+        for ent in rd {
+            let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+            let path = ent.path();
+            let Ok(m) = fs::symlink_metadata(&path) else { continue };
+            if m.is_dir() {
+                continue;
+            }
+            let text = if m.file_type().is_symlink() {
+                Err("is a symlink (evd never follows links inside a store)".to_string())
+            } else {
+                fsio::read_text(&path).map_err(|e| e.to_string())
+            };
+            out.push(crate::verify::AuditFile {
+                name: ent.file_name().to_string_lossy().into_owned(),
+                text,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The shared append: write `ticks/<id>` durably, then move HEAD. Only a lock holder may
+    /// call this; the caller has already built and validated `tick`.
+    pub fn append(&mut self, tick: Tick) -> Result<(), Refusal> {
+        if self.lock.is_none() {
+            return Err(Refusal::new(
+                codes::INTERNAL,
+                "not_owner",
+                "internal: append without holding the store lock",
+            ));
+        }
+        let tmp = self.tmp_dir()?;
+        let ticks = self.ticks_dir();
+        let dir_stamp = || fs::symlink_metadata(&ticks).ok().map(|m| Stamp::of(&m));
+        let in_sync = self.ticks_stamp.is_some() && dir_stamp() == self.ticks_stamp;
+        let dest = ticks.join(&tick.id);
+        fsio::replace_atomically(&tmp, &dest, tick.file_bytes().as_bytes())
+            .map_err(|e| Refusal::io(format!("writing tick: {e}")))?;
+        fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), tick.id.as_bytes())
+            .map_err(|e| Refusal::io(format!("writing tick: {e}")))?;
+        self.writes += 1;
+        // Keep the cache in step without a rescan when nobody else touched ticks/ meanwhile.
+        let file_stamp = fs::symlink_metadata(&dest).ok().map(|m| Stamp::of(&m));
+        if in_sync {
+            self.ticks_stamp = dir_stamp();
+        }
+        self.files.insert(
+            tick.id.clone(),
+            Cached {
+                stamp: file_stamp,
+                entry: Entry::Tick(Arc::new(tick)),
+            },
+        );
+        Ok(())
+    }
+
+    /// A crash between "tick durable" and "HEAD moved" leaves one tick whose parent is HEAD and
+    /// which HEAD does not name. Finish that append: the tick was complete, so nothing is lost.
+    fn recover_head(&mut self) -> Result<(), Refusal> {
+        let Ok(head) = self.head() else { return Ok(()) };
+        let Ok(ticks) = self.ticks() else { return Ok(()) };
+        let children: Vec<&str> = ticks
+            .iter()
+            .filter(|(name, t)| t.parent_id == head && *name != head)
+            .map(|(name, _)| *name)
+            .collect();
+        let [only] = children.as_slice() else {
+            return Ok(());
+        };
+        let only = only.to_string();
+        if ticks.iter().any(|(_, t)| t.parent_id == only) {
+            return Ok(());
+        }
+        tracing::warn!(store = %self.root.display(), head = %head, tick = %only,
+            "finishing an interrupted append: moving HEAD to the durable tick it did not name");
+        let tmp = self.tmp_dir()?;
+        fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), only.as_bytes())
+            .map_err(|e| Refusal::io(format!("writing HEAD: {e}")))
+    }
+
+    /// Append one line to `results/events.jsonl`. Best-effort: failures are ignored.
+    pub fn append_event(&self, line: &str) {
+        let results = self.results_dir();
+        if fsio::ensure_dir(&results).is_ok() {
+            let mut l = line.to_string();
+            l.push('\n');
+            let _ = fsio::append(&results.join("events.jsonl"), l.as_bytes());
+        }
+    }
+}
+
+fn read_entry(path: &Path) -> Entry {
+    match fsio::read_text(path) {
+        Err(e) => Entry::Unreadable(e.to_string()),
+        Ok(text) => match Tick::parse(&text) {
+            Ok(t) => Entry::Tick(Arc::new(t)),
+            Err(TickParseError::NotJson(e)) => Entry::Unreadable(e),
+            Err(TickParseError::Invalid(e)) => Entry::Invalid(e),
+        },
+    }
+}

@@ -1,0 +1,215 @@
+//! The chain audit (`verify`), pure: it takes the tick files' names and texts and returns every
+//! violation and warning. The caller does the reading.
+
+use std::collections::{BTreeMap, HashSet};
+
+use proto::id::tick_id;
+use proto::json::q;
+use proto::model::unknown_top_level_keys;
+use proto::{vocab, Tick};
+use serde_json::Value;
+
+use crate::lint;
+
+/// One file of `ticks/` as read from disk.
+pub struct AuditFile {
+    pub name: String,
+    /// The file's text, or why it could not be read (not UTF-8, not a regular file, …).
+    pub text: Result<String, String>,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Audit {
+    pub warnings: Vec<String>,
+    pub violations: Vec<String>,
+}
+
+/// Audit every file. `Err` is the whole-store failure upstream reports as
+/// `reading store: <file>: <error>` (a file that is not JSON).
+pub fn audit(files: &[AuditFile], schema_version: u64) -> Result<Audit, String> {
+    let mut sorted: Vec<&AuditFile> = files.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let mut values = Vec::with_capacity(sorted.len());
+    for f in &sorted {
+        let text = f
+            .text
+            .as_ref()
+            .map_err(|e| format!("{}: {e}", f.name))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", f.name))?;
+        values.push((f.name.as_str(), v));
+    }
+
+    let mut out = Audit::default();
+    let mut parsed: BTreeMap<&str, Tick> = BTreeMap::new();
+    for (name, v) in &values {
+        if let Some(obj) = v.as_object() {
+            for k in unknown_top_level_keys(obj) {
+                out.warnings.push(format!(
+                    "{name}: warning: tolerated unknown top-level field {} (schema_version {schema_version}) — a typo'd field name parses through but is ignored",
+                    q(&k)
+                ));
+            }
+        }
+    }
+    for (name, v) in &values {
+        match Tick::from_value(v) {
+            Err(e) => out.violations.push(format!("{name}: R1/R2 {e}")),
+            Ok(t) => {
+                per_file(name, &t, &mut out);
+                parsed.insert(name, t);
+            }
+        }
+    }
+    for (name, t) in &parsed {
+        if !t.parent_id.is_empty() && !parsed.contains_key(t.parent_id.as_str()) {
+            out.violations.push(format!(
+                "{name}: parent_id {} does not resolve (R6)",
+                t.parent_id
+            ));
+        }
+    }
+    for start in parsed.keys() {
+        let mut seen = HashSet::new();
+        let mut cur: &str = start;
+        loop {
+            if !seen.insert(cur) {
+                out.violations
+                    .push(format!("{start}: parent chain has a cycle (R6)"));
+                break;
+            }
+            match parsed.get(cur) {
+                Some(t) if !t.parent_id.is_empty() && parsed.contains_key(t.parent_id.as_str()) => {
+                    cur = t.parent_id.as_str()
+                }
+                _ => break,
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn per_file(name: &str, t: &Tick, out: &mut Audit) {
+    let recomputed = tick_id(&t.decision, &t.observe, &t.grounds, &t.parent_id);
+    if recomputed != name {
+        out.violations.push(format!(
+            "{name}: id != hash(payload) (R4/R6) — recomputed {recomputed}"
+        ));
+    }
+    if t.id != name {
+        out.violations
+            .push(format!("{name}: stored id field {} != filename (R6)", t.id));
+    }
+    if t.blame.trim().is_empty() {
+        out.violations.push(format!(
+            "{name}: empty blame (R5) — every mutating op names a human"
+        ));
+    }
+    if vocab::is_detect_only(t.jurisdiction.as_deref()) && t.has_test_check() {
+        out.violations.push(format!(
+            "{name}: a C/D jurisdiction (detect-only) tick may carry no test check"
+        ));
+    }
+    let imported = t.provenance.as_deref() == Some(vocab::IMPORTED);
+    let texts = [t.decision.as_str(), t.observe.as_str()]
+        .into_iter()
+        .chain(t.grounds.iter().map(|g| g.claim.as_str()));
+    for text in texts {
+        for w in lint::r3_hits(text) {
+            out.violations.push(format!(
+                "{name}: R3 self-evolve subject \"{w}\" should be a human (best-effort lint)"
+            ));
+        }
+        for w in lint::r5_hits(text) {
+            if imported {
+                out.warnings.push(format!("{name}: warning: R5 op language \"{w}\" in imported historical text (recorded, not authored — best-effort lint)"));
+            } else {
+                out.violations
+                    .push(format!("{name}: R5 forbidden op language \"{w}\" (best-effort lint)"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::Ground;
+
+    fn file(t: &Tick) -> AuditFile {
+        AuditFile {
+            name: t.id.clone(),
+            text: Ok(t.file_bytes()),
+        }
+    }
+
+    fn tick(parent: &str, decision: &str) -> Tick {
+        let grounds = vec![Ground {
+            claim: "c".into(),
+            supports: "chosen".into(),
+            check: None,
+        }];
+        Tick {
+            id: tick_id(decision, "", &grounds, parent),
+            decision: decision.into(),
+            observe: String::new(),
+            grounds,
+            parent_id: parent.into(),
+            status: "live".into(),
+            held_since: String::new(),
+            blame: "Wang Yu".into(),
+            authority: None,
+            jurisdiction: None,
+            source_ref: None,
+            provenance: None,
+            supersedes: None,
+            ratifies: None,
+            unknown_keys: vec![],
+        }
+    }
+
+    #[test]
+    fn a_clean_chain_has_no_violations() {
+        let a = tick("", "a");
+        let b = tick(&a.id, "b");
+        let out = audit(&[file(&a), file(&b)], 1).expect("readable");
+        assert_eq!(out, Audit::default());
+    }
+
+    #[test]
+    fn tampering_is_reported_and_non_json_fails_the_whole_store() {
+        let a = tick("", "a");
+        let mut b = tick(&a.id, "b");
+        b.decision = "edited by hand".into();
+        b.blame = " ".into();
+        let out = audit(&[file(&a), file(&b)], 1).expect("readable");
+        assert_eq!(out.violations.len(), 2, "{:?}", out.violations);
+        assert!(out.violations[0].contains("id != hash(payload) (R4/R6)"));
+        assert!(out.violations[1].contains("empty blame (R5)"));
+        let bad = AuditFile {
+            name: "zzz".into(),
+            text: Ok("{\"trunc".into()),
+        };
+        let err = audit(&[file(&a), bad], 1).expect_err("not JSON");
+        assert!(err.starts_with("zzz: "), "{err}");
+    }
+
+    #[test]
+    fn an_unresolved_parent_and_a_cycle_are_chain_violations() {
+        let mut a = tick("bbbbbbbbbbbb", "a");
+        a.id = "aaaaaaaaaaaa".into();
+        let mut b = tick("aaaaaaaaaaaa", "b");
+        b.id = "bbbbbbbbbbbb".into();
+        let c = tick("ffffffffffff", "c");
+        let out = audit(&[file(&a), file(&b), file(&c)], 1).expect("readable");
+        assert!(out
+            .violations
+            .contains(&format!("{}: parent_id ffffffffffff does not resolve (R6)", c.id)));
+        assert!(out
+            .violations
+            .contains(&"aaaaaaaaaaaa: parent chain has a cycle (R6)".to_string()));
+        assert!(out
+            .violations
+            .contains(&"bbbbbbbbbbbb: parent chain has a cycle (R6)".to_string()));
+    }
+}
