@@ -1,1 +1,534 @@
-fn main(){}
+//! evctl: ev's verbs, answered by evd (started on demand) or, when the daemon cannot be
+//! reached, by the same engine in-process.
+
+mod client;
+mod context;
+mod grammar;
+mod render;
+mod style;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use evd::store::Store;
+use evd::{ops, paths};
+use jsonrpsee::core::client::{Client, Error as ClientError};
+use proto::rpc::{
+    codes, Context, DecideRequest, EvApiClient, FromGit, IdRequest, Refusal, StoreRequest,
+    VerifyRequest,
+};
+
+use crate::grammar::Globals;
+use crate::render::Out;
+use crate::style::Style;
+
+/// evctl — decision memory for your repository, served live by evd.
+///
+/// Record a decision with the grounds it rests on (chosen reasons and roads not taken); bind a
+/// ground to a falsifiable test with a counter-test; let evd keep the verdicts hot. evctl finds
+/// the store by walking up from the working directory to the nearest `.evolving/` (like git
+/// finds `.git`), starts evd on first use, and answers in-process when no daemon can be reached
+/// (set EVD_NO_DAEMON=1 to force that). The store stays byte-compatible with ev 0.1.27.
+///
+/// Examples:
+///   evctl init
+///   evctl decide "freeze the retrieval schema for v2" --observe "evaluating retrieval backend" \
+///       --assume "team still wants a frozen schema" --revisit "Q3 infra review" \
+///       --reject "pgvector: pgvector would lock our schema" --blame "Wang Yu"
+///   evctl list
+///   evctl show e2b337f53a1f
+///   evctl verify
+#[derive(Parser)]
+#[command(name = "evctl", version, about, long_about, verbatim_doc_comment)]
+struct Cli {
+    /// When to use rich (coloured) output.
+    #[arg(long, global = true, value_enum, value_name = "WHEN")]
+    color: Option<ColorWhen>,
+    /// Plain output regardless of --color.
+    #[arg(short = 'p', long, global = true)]
+    plain: bool,
+    /// Print the answer as one line of JSON (errors too, as {"error": …}).
+    #[arg(long, global = true)]
+    json: bool,
+    /// The store to use: a directory holding .evolving/ (default: the nearest one above the
+    /// working directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    store: Option<String>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create .evolving/ in the working directory (or --store DIR); a no-op if it exists.
+    Init,
+    /// Record a decision with its grounds.
+    ///
+    /// evctl decide "<decision>" [<flag> <value>]…
+    /// evctl decide --from-git <commit> [<flag> <value>]…
+    ///
+    /// The flags are read strictly left to right; each takes exactly the next token as its value.
+    ///
+    /// Decision-level (anywhere; a repeat overwrites):
+    ///   --observe <text>           the situation you observed
+    ///   --blame <name>             who is on the hook (default: git config user.name)
+    ///   --authority <v>            user-ruled | agent-disposable
+    ///   --jurisdiction <v>         A | B (may gate) or C | D (detect-only, never gates)
+    ///   --source-ref <key>         an opaque id from your tracker (e.g. R2289, #555)
+    ///   --verified-at-sha <sha>    the commit tests were verified at (default: git HEAD)
+    ///   --from-git <commit>        take the decision text and blame from a commit
+    ///   --dry-run                  validate and print the id, write nothing
+    ///
+    /// Ground-opening (each opens a new ground):
+    ///   --assume <claim>           a reason for the decision taken
+    ///   --reject "<option>: <why>" a road not taken, and why
+    ///
+    /// Ground-level (attach to the latest --assume/--reject):
+    ///   --revisit <when>           a human re-check (chosen grounds only)
+    ///   --assume-test <selector>   a test that passes while the claim holds
+    ///   --counter-test <selector>  a test that flips red if the claim breaks (required)
+    ///   --on-platform <p>          where the test must keep running (repeatable)
+    ///   --triggered-by <path>      a path whose change makes the last run stale (repeatable)
+    ///   --surface <s>              what the test guards (repeatable)
+    #[command(verbatim_doc_comment)]
+    Decide {
+        /// The decision text, then the flag stream.
+        #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Print one tick's file exactly as stored.
+    Show {
+        /// The 12-hex tick id.
+        id: String,
+    },
+    /// List the current decisions (superseded and duplicate lineage collapsed).
+    List,
+    /// Walk the chain from HEAD back to genesis.
+    Log,
+    /// Audit the chain: every id == hash(payload), closed schema, lineage, lints.
+    Verify {
+        /// Recompute the four frozen golden ids instead (needs no store).
+        #[arg(long)]
+        self_test: bool,
+    },
+    /// Show the running evd: pid, version, uptime, and the stores it holds.
+    Status,
+    /// Stop the running evd cleanly.
+    Shutdown,
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let args: Option<Vec<String>> = argv
+        .iter()
+        .skip(1)
+        .map(|a| a.to_str().map(str::to_string))
+        .collect();
+    let Some(args) = args else {
+        eprintln!("error: arguments must be valid UTF-8");
+        return ExitCode::from(2);
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let out = runtime.block_on(run(args, argv));
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
+    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+    ExitCode::from(out.code)
+}
+
+/// The decide-family verbs read their own stream; everything else goes through clap.
+async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
+    let mut g = Globals::default();
+    let lead = match grammar::take_globals(&args, &mut g) {
+        Ok(n) => n,
+        Err(_) => clap_only(argv),
+    };
+    if args.get(lead).map(String::as_str) == Some("decide") {
+        return decide(&args[lead + 1..], g).await;
+    }
+    let cli = Cli::parse_from(argv);
+    let g = Globals {
+        color: cli.color.map(|c| match c {
+            ColorWhen::Auto => "auto".into(),
+            ColorWhen::Always => "always".into(),
+            ColorWhen::Never => "never".into(),
+        }),
+        plain: cli.plain,
+        json: cli.json,
+        store: cli.store,
+    };
+    let mut session = Session::new(&g);
+    match cli.command {
+        Cmd::Init => session.init().await,
+        Cmd::Decide { .. } => unreachable_decide(),
+        Cmd::Show { id } => session.show(&id).await,
+        Cmd::List => session.list(&g).await,
+        Cmd::Log => session.log(&g).await,
+        Cmd::Verify { self_test } => session.verify(self_test).await,
+        Cmd::Status => status(&g).await,
+        Cmd::Shutdown => shutdown(&g).await,
+    }
+}
+
+/// Let clap report a usage error in its own words (exit 2).
+fn clap_only(argv: Vec<OsString>) -> ! {
+    Cli::parse_from(argv);
+    std::process::exit(2)
+}
+
+fn unreachable_decide() -> Out {
+    // `decide` is dispatched before clap; reaching here means argv changed under us.
+    render::refusal(
+        &Refusal::refused("internal", "decide was not dispatched"),
+        false,
+    )
+}
+
+/// Where a verb is answered.
+struct Session {
+    cwd: PathBuf,
+    explicit_store: Option<String>,
+    json: bool,
+    no_daemon: bool,
+    rt_dir: PathBuf,
+    conn: Option<client::Conn>,
+    unreachable: Option<String>,
+}
+
+fn unavailable(e: &ClientError) -> bool {
+    !matches!(e, ClientError::Call(_))
+}
+
+impl Session {
+    fn new(g: &Globals) -> Session {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        Session {
+            cwd,
+            explicit_store: g.store.clone(),
+            json: g.json,
+            no_daemon: std::env::var("EVD_NO_DAEMON").is_ok_and(|v| !v.is_empty() && v != "0"),
+            rt_dir: paths::runtime_dir(),
+            conn: None,
+            unreachable: None,
+        }
+    }
+
+    fn root(&self, walk_up: bool) -> PathBuf {
+        context::store_root(self.explicit_store.as_deref(), &self.cwd, walk_up)
+    }
+
+    fn context(&self, walk_up: bool, needs: context::Needs) -> Context {
+        context::build(&self.root(walk_up), &self.cwd, needs)
+    }
+
+    /// The daemon, connected (and started) on first use; `None` when it cannot be reached.
+    async fn daemon(&mut self) -> Option<&Client> {
+        if self.no_daemon || self.unreachable.is_some() {
+            return None;
+        }
+        if self.conn.is_none() {
+            match client::connect_or_start(&self.rt_dir).await {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => {
+                    if std::env::var_os("EVCTL_DEBUG").is_some() {
+                        eprintln!("evctl: evd unreachable ({e}); answering in-process");
+                    }
+                    self.unreachable = Some(e);
+                    return None;
+                }
+            }
+        }
+        self.conn.as_ref().map(|c| &c.client)
+    }
+
+    fn finish<T>(&self, r: Result<T, Refusal>, render: impl FnOnce(&T) -> Out) -> Out {
+        match r {
+            Ok(v) => render(&v),
+            Err(e) => render::refusal(&e, self.json),
+        }
+    }
+
+    async fn init(&mut self) -> Out {
+        let ctx = self.context(false, context::Needs::default());
+        let r = match self.daemon().await {
+            Some(c) => match c
+                .init(StoreRequest {
+                    context: ctx.clone(),
+                })
+                .await
+            {
+                Err(e) if unavailable(&e) => local_write(&ctx, ops::init),
+                r => r.map_err(call_error),
+            },
+            None => local_write(&ctx, ops::init),
+        };
+        let json = self.json;
+        self.finish(r, |v| render::init(v, json))
+    }
+
+    async fn show(&mut self, id: &str) -> Out {
+        let ctx = self.context(true, context::Needs::default());
+        let req = IdRequest {
+            context: ctx.clone(),
+            id: id.to_string(),
+        };
+        let local = || local_read(&ctx, |s| ops::show(s, id));
+        let r = match self.daemon().await {
+            Some(c) => match c.show(req).await {
+                Err(e) if unavailable(&e) => local(),
+                r => r.map_err(call_error),
+            },
+            None => local(),
+        };
+        let json = self.json;
+        self.finish(r, |v| {
+            let mut out = Out::default();
+            if json {
+                out.json(v);
+            } else {
+                out.line(&v.raw);
+            }
+            out
+        })
+    }
+
+    async fn list(&mut self, g: &Globals) -> Out {
+        let ctx = self.context(true, context::Needs::default());
+        let local = || local_read(&ctx, ops::list);
+        let r = match self.daemon().await {
+            Some(c) => match c
+                .list(StoreRequest {
+                    context: ctx.clone(),
+                })
+                .await
+            {
+                Err(e) if unavailable(&e) => local(),
+                r => r.map_err(call_error),
+            },
+            None => local(),
+        };
+        let style = Style::detect(g.color.as_deref(), g.plain);
+        let json = self.json;
+        self.finish(r, |v| render::list(v, style, json))
+    }
+
+    async fn log(&mut self, g: &Globals) -> Out {
+        let ctx = self.context(true, context::Needs::default());
+        let local = || local_read(&ctx, ops::log);
+        let r = match self.daemon().await {
+            Some(c) => match c
+                .log(StoreRequest {
+                    context: ctx.clone(),
+                })
+                .await
+            {
+                Err(e) if unavailable(&e) => local(),
+                r => r.map_err(call_error),
+            },
+            None => local(),
+        };
+        let style = Style::detect(g.color.as_deref(), g.plain);
+        let json = self.json;
+        self.finish(r, |v| render::log(v, style, json))
+    }
+
+    async fn verify(&mut self, self_test: bool) -> Out {
+        let json = self.json;
+        if self_test {
+            // Pure computation: no store, no daemon needed.
+            return render::verify(&ops::self_test(), json);
+        }
+        let ctx = self.context(true, context::Needs::default());
+        let local = || local_read(&ctx, |s| ops::verify(s, false));
+        let r = match self.daemon().await {
+            Some(c) => match c
+                .verify(VerifyRequest {
+                    context: ctx.clone(),
+                    self_test: false,
+                })
+                .await
+            {
+                Err(e) if unavailable(&e) => local(),
+                r => r.map_err(call_error),
+            },
+            None => local(),
+        };
+        self.finish(r, |v| render::verify(v, json))
+    }
+}
+
+fn call_error(e: ClientError) -> Refusal {
+    match e {
+        ClientError::Call(obj) => Refusal::from_error_object(&obj),
+        other => Refusal::new(
+            codes::IO,
+            "daemon_unreachable",
+            format!("evd did not answer: {other}"),
+        ),
+    }
+}
+
+/// Open the named store in this process, the same way the daemon resolves it.
+fn local_store(ctx: &Context) -> Result<Store, Refusal> {
+    Ok(Store::new(evd::registry::resolve_root(ctx)?))
+}
+
+fn local_read<R>(
+    ctx: &Context,
+    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
+) -> Result<R, Refusal> {
+    let mut store = local_store(ctx)?;
+    op(&mut store)
+}
+
+/// A write without the daemon: take the store lock for the duration, like the daemon would.
+fn local_write<R>(
+    ctx: &Context,
+    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
+) -> Result<R, Refusal> {
+    let mut store = local_store(ctx)?;
+    if store.exists()? {
+        store.acquire("evctl").map_err(|mut r| {
+            if r.code == codes::LOCKED {
+                r.message.push_str(
+                    " — write through it (unset EVD_NO_DAEMON), or stop it with `evctl shutdown`",
+                );
+            }
+            r
+        })?;
+    }
+    op(&mut store)
+}
+
+async fn decide(tokens: &[String], mut g: Globals) -> Out {
+    if matches!(
+        tokens.first().map(String::as_str),
+        Some("-h") | Some("--help")
+    ) {
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("decide")
+            .map(|c| c.render_long_help().to_string())
+            .unwrap_or_default();
+        return Out {
+            stdout: help,
+            ..Out::default()
+        };
+    }
+    let (positional, stream) = match grammar::split_positional(tokens, &mut g) {
+        Ok(v) => v,
+        Err(e) => {
+            return Out {
+                stderr: format!("error: {e}\n"),
+                code: 2,
+                ..Out::default()
+            }
+        }
+    };
+    let walk = match grammar::walk(positional, &stream, &["--dry-run", "--json"]) {
+        Ok(w) => w,
+        Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
+    };
+    g.json |= walk.json;
+    let mut session = Session::new(&g);
+    let needs_head =
+        walk.verified_at_sha.is_none() && walk.grounds.iter().any(|gr| gr.test_ref.is_some());
+    let ctx = session.context(
+        true,
+        context::Needs {
+            user_name: walk.blame.is_none(),
+            head: needs_head,
+            upstream: false,
+        },
+    );
+    let root = PathBuf::from(&ctx.store);
+    let from_git = walk.from_git.as_ref().map(|rev| FromGit {
+        rev: rev.clone(),
+        envelope: context::commit_envelope(&root, rev),
+    });
+    let req = DecideRequest {
+        context: ctx.clone(),
+        decision: walk.decision,
+        from_git,
+        observe: walk.observe,
+        blame: walk.blame,
+        verified_at_sha: walk.verified_at_sha,
+        authority: walk.authority,
+        jurisdiction: walk.jurisdiction,
+        source_ref: walk.source_ref,
+        grounds: walk.grounds,
+        dry_run: walk.dry_run,
+    };
+    let r = match session.daemon().await {
+        // Never retry a write the daemon may have applied: report it instead.
+        Some(c) => c.decide(req).await.map_err(call_error),
+        None => local_write(&ctx, |s| ops::decide(s, &req)),
+    };
+    let json = g.json;
+    session.finish(r, |v| render::decide(v, json))
+}
+
+async fn status(g: &Globals) -> Out {
+    let rt = paths::runtime_dir();
+    match client::connect_existing(&rt).await {
+        Ok(conn) => match conn.client.status().await {
+            Ok(s) => render::status(&s, g.json),
+            Err(e) => render::refusal(&call_error(e), g.json),
+        },
+        Err(e) => not_running(&rt, &e, g.json, 1),
+    }
+}
+
+fn not_running(rt: &Path, why: &str, json: bool, code: u8) -> Out {
+    let mut out = Out {
+        code,
+        ..Out::default()
+    };
+    let sock = paths::socket_path(rt);
+    if json {
+        out.json(&serde_json::json!({"running": false, "socket": sock.display().to_string(), "detail": why}));
+    } else {
+        out.line(format!("evd is not running (socket {})", sock.display()));
+    }
+    out
+}
+
+async fn shutdown(g: &Globals) -> Out {
+    let rt = paths::runtime_dir();
+    match client::connect_existing(&rt).await {
+        Ok(conn) => {
+            let pid = conn.hello.pid;
+            match conn.client.shutdown().await {
+                Ok(_) => {
+                    let mut out = Out::default();
+                    if g.json {
+                        out.json(&serde_json::json!({"stopped": true, "pid": pid}));
+                    } else {
+                        out.line(format!("stopped evd pid {pid}"));
+                    }
+                    out
+                }
+                Err(e) => render::refusal(&call_error(e), g.json),
+            }
+        }
+        Err(e) => not_running(&rt, &e, g.json, 0),
+    }
+}

@@ -276,7 +276,10 @@ fn decision_source(req: &DecideRequest) -> Result<(String, String, Option<String
         (Some(d), None) => Ok((d.clone(), req.observe.clone().unwrap_or_default(), None)),
         (None, Some(FromGit { rev, envelope })) => {
             let env = envelope.as_ref().ok_or_else(|| {
-                refuse("commit_unreadable", format!("decide: cannot read commit {rev}"))
+                refuse(
+                    "commit_unreadable",
+                    format!("decide: cannot read commit {rev}"),
+                )
             })?;
             Ok((
                 env.subject.clone(),

@@ -18,7 +18,10 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
             if e.raw_os_error() == Some(libc::ELOOP) {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("{} is a symlink (evd never follows links inside a store)", path.display()),
+                    format!(
+                        "{} is a symlink (evd never follows links inside a store)",
+                        path.display()
+                    ),
                 )
             } else {
                 e
@@ -128,7 +131,10 @@ pub fn ensure_dir(path: &Path) -> io::Result<()> {
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{} is a symlink (evd never follows links inside a store)", path.display()),
+            format!(
+                "{} is a symlink (evd never follows links inside a store)",
+                path.display()
+            ),
         )),
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(io::Error::new(

@@ -14,7 +14,11 @@ pub const R5_WORDS: [&str; 4] = ["auto-close", "auto-prune", "self-stop", "auto-
 
 fn hits(text: &str, words: &'static [&'static str]) -> Vec<&'static str> {
     let lower = text.to_lowercase();
-    words.iter().copied().filter(|w| lower.contains(w)).collect()
+    words
+        .iter()
+        .copied()
+        .filter(|w| lower.contains(w))
+        .collect()
 }
 
 pub fn r3_hits(text: &str) -> Vec<&'static str> {
@@ -37,7 +41,10 @@ mod tests {
     #[test]
     fn matching_is_case_insensitive_substring() {
         assert_eq!(r3_hits("We Self-Improve daily"), vec!["self-improve"]);
-        assert_eq!(r5_hits("auto-closed and self-stopped"), vec!["auto-close", "self-stop"]);
+        assert_eq!(
+            r5_hits("auto-closed and self-stopped"),
+            vec!["auto-close", "self-stop"]
+        );
         assert!(r3_hits("improve ourselves").is_empty());
     }
 }

@@ -162,7 +162,10 @@ mod tests {
         match try_lock(&p, &Holder::me("evctl")) {
             Err(e @ LockError::Held { .. }) => {
                 let msg = e.describe("store");
-                assert!(msg.contains(&format!("evd pid {}", std::process::id())), "{msg}");
+                assert!(
+                    msg.contains(&format!("evd pid {}", std::process::id())),
+                    "{msg}"
+                );
             }
             other => panic!("expected Held, got {other:?}"),
         }

@@ -75,7 +75,12 @@ fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
     paths::ensure_private_dir(rt_dir).map_err(|e| e.to_string())?;
     let sock = paths::socket_path(rt_dir);
     let _daemon_lock = lock::try_lock(&paths::daemon_lock_path(rt_dir), &lock::Holder::me("evd"))
-        .map_err(|e| e.describe(&format!("another evd already serves {}: the daemon lock", sock.display())))?;
+        .map_err(|e| {
+        e.describe(&format!(
+            "another evd already serves {}: the daemon lock",
+            sock.display()
+        ))
+    })?;
     let (listener, bound_ino) = match activated {
         Some(l) => {
             tracing::info!("using the socket systemd passed");
@@ -90,7 +95,8 @@ fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
                 std::fs::remove_file(&sock)
                     .map_err(|e| format!("cannot remove stale {}: {e}", sock.display()))?;
             }
-            let l = bind_private(&sock).map_err(|e| format!("cannot bind {}: {e}", sock.display()))?;
+            let l =
+                bind_private(&sock).map_err(|e| format!("cannot bind {}: {e}", sock.display()))?;
             let ino = std::fs::symlink_metadata(&sock).ok().map(|m| m.ino());
             (l, ino)
         }

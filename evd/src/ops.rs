@@ -78,7 +78,11 @@ pub fn decide(store: &mut Store, req: &DecideRequest) -> Result<DecideResult, Re
 }
 
 fn no_tick(id: &str) -> Refusal {
-    Refusal::new(codes::NOT_FOUND, "not_found", format!("no tick with id {id}"))
+    Refusal::new(
+        codes::NOT_FOUND,
+        "not_found",
+        format!("no tick with id {id}"),
+    )
 }
 
 /// `show`: the file's bytes, unparsed. A non-id never touches the disk.

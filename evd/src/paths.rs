@@ -10,7 +10,11 @@ use crate::users;
 
 /// `$EVD_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/evd`, else `$TMPDIR/evd-<uid>` (or `/tmp`).
 pub fn runtime_dir() -> PathBuf {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(d) = var("EVD_RUNTIME_DIR") {
         return d;
     }

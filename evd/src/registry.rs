@@ -97,7 +97,11 @@ impl StoreActor {
 }
 
 fn gone() -> Refusal {
-    Refusal::new(codes::INTERNAL, "internal", "the store's worker has stopped")
+    Refusal::new(
+        codes::INTERNAL,
+        "internal",
+        "the store's worker has stopped",
+    )
 }
 
 /// Map from canonical store root to its actor.
@@ -113,7 +117,10 @@ pub fn resolve_root(ctx: &Context) -> Result<PathBuf, Refusal> {
         return Err(Refusal::new(
             codes::BAD_STORE,
             "store_path",
-            format!("store path must be absolute (got {})", proto::json::q(&ctx.store)),
+            format!(
+                "store path must be absolute (got {})",
+                proto::json::q(&ctx.store)
+            ),
         ));
     }
     std::fs::canonicalize(p).map_err(|e| {
@@ -137,7 +144,11 @@ impl Registry {
             return Ok(Arc::clone(a));
         }
         let actor = Arc::new(StoreActor::spawn(root.clone()).map_err(|e| {
-            Refusal::new(codes::INTERNAL, "internal", format!("cannot start store worker: {e}"))
+            Refusal::new(
+                codes::INTERNAL,
+                "internal",
+                format!("cannot start store worker: {e}"),
+            )
         })?);
         tracing::info!(store = %root.display(), "store opened");
         map.insert(root, Arc::clone(&actor));

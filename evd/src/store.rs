@@ -8,8 +8,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use proto::rpc::{codes, Refusal};
 use proto::model::TickParseError;
+use proto::rpc::{codes, Refusal};
 use proto::Tick;
 
 use crate::config::{Config, DEFAULT_CONFIG};
@@ -181,7 +181,9 @@ impl Store {
             return Ok(false);
         }
         let fail = |e: io::Error| Refusal::io(format!("could not create .evolving/: {e}"));
-        let staging = self.root.join(format!(".evolving.init-{}", std::process::id()));
+        let staging = self
+            .root
+            .join(format!(".evolving.init-{}", std::process::id()));
         let _ = fs::remove_dir_all(&staging);
         let build = || -> io::Result<()> {
             fs::create_dir(&staging)?;
@@ -226,8 +228,8 @@ impl Store {
     /// the directory. After an outside change, re-stats every file and re-reads the changed ones.
     pub fn refresh(&mut self) -> Result<(), Refusal> {
         let dir = self.ticks_dir();
-        let meta = fs::symlink_metadata(&dir)
-            .map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        let meta =
+            fs::symlink_metadata(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         if meta.file_type().is_symlink() || !meta.is_dir() {
             return Err(Refusal::io(format!(
                 "reading store: {}: ticks/ is not a directory (evd never follows links inside a store)",
@@ -287,14 +289,24 @@ impl Store {
     /// not JSON: `reading store: <file>: <error>`.
     pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
         self.refresh()?;
-        if let Some((name, Cached { entry: Entry::Unreadable(e), .. })) = self
+        if let Some((
+            name,
+            Cached {
+                entry: Entry::Unreadable(e),
+                ..
+            },
+        )) = self
             .files
             .iter()
             .find(|(_, c)| matches!(c.entry, Entry::Unreadable(_)))
         {
             return Err(Refusal::io(format!("reading store: {name}: {e}")));
         }
-        Ok(self.files.iter().map(|(n, c)| (n.as_str(), &c.entry)).collect())
+        Ok(self
+            .files
+            .iter()
+            .map(|(n, c)| (n.as_str(), &c.entry))
+            .collect())
     }
 
     /// Every parseable tick, refreshed (whole-store read rules apply).
@@ -335,7 +347,9 @@ impl Store {
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
             let path = ent.path();
-            let Ok(m) = fs::symlink_metadata(&path) else { continue };
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue;
+            };
             if m.is_dir() {
                 continue;
             }
@@ -391,7 +405,9 @@ impl Store {
     /// which HEAD does not name. Finish that append: the tick was complete, so nothing is lost.
     fn recover_head(&mut self) -> Result<(), Refusal> {
         let Ok(head) = self.head() else { return Ok(()) };
-        let Ok(ticks) = self.ticks() else { return Ok(()) };
+        let Ok(ticks) = self.ticks() else {
+            return Ok(());
+        };
         let children: Vec<&str> = ticks
             .iter()
             .filter(|(name, t)| t.parent_id == head && *name != head)

@@ -11,15 +11,8 @@ pub fn name_of(uid: u32) -> String {
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut out: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer refers to live, correctly sized storage owned by this frame.
-    let rc = unsafe {
-        libc::getpwuid_r(
-            uid,
-            &mut pwd,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut out,
-        )
-    };
+    let rc =
+        unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
     if rc == 0 && !out.is_null() && !pwd.pw_name.is_null() {
         // SAFETY: getpwuid_r filled pw_name with a NUL-terminated string inside buf.
         let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };

@@ -32,10 +32,7 @@ pub fn audit(files: &[AuditFile], schema_version: u64) -> Result<Audit, String> 
 
     let mut values = Vec::with_capacity(sorted.len());
     for f in &sorted {
-        let text = f
-            .text
-            .as_ref()
-            .map_err(|e| format!("{}: {e}", f.name))?;
+        let text = f.text.as_ref().map_err(|e| format!("{}: {e}", f.name))?;
         let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", f.name))?;
         values.push((f.name.as_str(), v));
     }
@@ -124,8 +121,9 @@ fn per_file(name: &str, t: &Tick, out: &mut Audit) {
             if imported {
                 out.warnings.push(format!("{name}: warning: R5 op language \"{w}\" in imported historical text (recorded, not authored — best-effort lint)"));
             } else {
-                out.violations
-                    .push(format!("{name}: R5 forbidden op language \"{w}\" (best-effort lint)"));
+                out.violations.push(format!(
+                    "{name}: R5 forbidden op language \"{w}\" (best-effort lint)"
+                ));
             }
         }
     }
@@ -202,9 +200,10 @@ mod tests {
         b.id = "bbbbbbbbbbbb".into();
         let c = tick("ffffffffffff", "c");
         let out = audit(&[file(&a), file(&b), file(&c)], 1).expect("readable");
-        assert!(out
-            .violations
-            .contains(&format!("{}: parent_id ffffffffffff does not resolve (R6)", c.id)));
+        assert!(out.violations.contains(&format!(
+            "{}: parent_id ffffffffffff does not resolve (R6)",
+            c.id
+        )));
         assert!(out
             .violations
             .contains(&"aaaaaaaaaaaa: parent chain has a cycle (R6)".to_string()));

@@ -67,8 +67,17 @@ mod tests {
     fn superseded_ticks_drop_and_identical_content_collapses_to_the_newest() {
         let a = tick("aaaaaaaaaaaa", "x", "2026-01-01T00:00:01Z", None);
         let b = tick("bbbbbbbbbbbb", "x", "2026-01-01T00:00:02Z", None);
-        let c = tick("cccccccccccc", "y", "2026-01-01T00:00:03Z", Some("bbbbbbbbbbbb"));
-        let all = [("aaaaaaaaaaaa", &a), ("bbbbbbbbbbbb", &b), ("cccccccccccc", &c)];
+        let c = tick(
+            "cccccccccccc",
+            "y",
+            "2026-01-01T00:00:03Z",
+            Some("bbbbbbbbbbbb"),
+        );
+        let all = [
+            ("aaaaaaaaaaaa", &a),
+            ("bbbbbbbbbbbb", &b),
+            ("cccccccccccc", &c),
+        ];
         let ids: Vec<&str> = current(&all).iter().map(|(f, _)| *f).collect();
         // b is superseded, so a (same content, older) resurfaces.
         assert_eq!(ids, vec!["cccccccccccc", "aaaaaaaaaaaa"]);

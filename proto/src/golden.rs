@@ -72,7 +72,10 @@ fn case_grounds(counter: Option<&str>, tripwire: bool) -> Vec<Ground> {
             "Argus introduces no Redis; multi-pod coord via existing DB",
             test_check("pytest tests/test_redis_absent.py", counter),
         ),
-        chosen("team still wants 0-Redis posture", person("Q3 infra review")),
+        chosen(
+            "team still wants 0-Redis posture",
+            person("Q3 infra review"),
+        ),
         redis_road,
     ]
 }
@@ -82,7 +85,10 @@ const COUNTER: &str = "pytest tests/test_redis_absent.py::test_redis_injection_f
 /// Recompute the four frozen vectors.
 pub fn self_test() -> Vec<VectorResult> {
     let genesis = vec![
-        chosen("team still wants a frozen schema", person("Q3 infra review")),
+        chosen(
+            "team still wants a frozen schema",
+            person("Q3 infra review"),
+        ),
         Ground {
             claim: "pgvector would lock our schema".into(),
             supports: "rejected:pgvector".into(),

@@ -61,7 +61,12 @@ pub fn hashed_value(decision: &str, observe: &str, grounds: &[Ground], parent_id
 }
 
 /// The exact bytes that are hashed.
-pub fn canonical_payload(decision: &str, observe: &str, grounds: &[Ground], parent_id: &str) -> String {
+pub fn canonical_payload(
+    decision: &str,
+    observe: &str,
+    grounds: &[Ground],
+    parent_id: &str,
+) -> String {
     crate::json::compact(&hashed_value(decision, observe, grounds, parent_id))
 }
 
@@ -103,6 +108,9 @@ mod tests {
     fn receipt_keys_match_the_store_format_examples() {
         assert_eq!(receipt_key("true"), "b5bea41b6c62");
         assert_eq!(receipt_key("false"), "fcbcf165908d");
-        assert_eq!(receipt_key("! grep -q redis pyproject.toml"), "d0d38295cf0d");
+        assert_eq!(
+            receipt_key("! grep -q redis pyproject.toml"),
+            "d0d38295cf0d"
+        );
     }
 }

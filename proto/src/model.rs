@@ -268,7 +268,8 @@ impl Tick {
 
     /// Parse a tick file's text: JSON first, then the strict reader.
     pub fn parse(text: &str) -> Result<Tick, TickParseError> {
-        let v: Value = serde_json::from_str(text).map_err(|e| TickParseError::NotJson(e.to_string()))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| TickParseError::NotJson(e.to_string()))?;
         Tick::from_value(&v).map_err(TickParseError::Invalid)
     }
 }
@@ -322,7 +323,9 @@ fn only_keys(obj: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(
 }
 
 pub fn is_40_lower_hex(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 40
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// `chosen`, or `rejected:<option>` with a non-empty option.

@@ -47,7 +47,9 @@ pub fn is_detect_only(jurisdiction: Option<&str>) -> bool {
 
 /// Exactly 12 characters of `0-9a-f`. Anything else is "not an id" and is never joined to a path.
 pub fn is_tick_id(s: &str) -> bool {
-    s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 12
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 pub fn check_edge_id(field: &str, v: &str) -> Result<(), String> {

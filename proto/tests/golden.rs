@@ -22,7 +22,11 @@ fn every_golden_vector_reproduces_its_canonical_bytes_and_id() {
             .collect::<Vec<_>>();
         let s = |k: &str| p[k].as_str().expect("string field").to_string();
         let canonical = canonical_payload(&s("decision"), &s("observe"), &grounds, &s("parent_id"));
-        assert_eq!(canonical, v["canonical"].as_str().expect("canonical"), "{name}: canonical bytes");
+        assert_eq!(
+            canonical,
+            v["canonical"].as_str().expect("canonical"),
+            "{name}: canonical bytes"
+        );
         let id = tick_id(&s("decision"), &s("observe"), &grounds, &s("parent_id"));
         assert_eq!(id, v["id"].as_str().expect("id"), "{name}: id");
     }

@@ -1,0 +1,211 @@
+//! Reaching evd: connect over the private socket (WebSocket framing over the Unix stream), shake
+//! hands, start a daemon when none answers (once, under a lock, however many clients race), and
+//! replace a daemon of another build through the handshake — never by killing a bare pid.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use evd::{lock, paths};
+use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
+use jsonrpsee::core::client::{Client, ClientBuilder};
+use proto::rpc::{EvApiClient, Hello, HelloRequest, PROTOCOL_VERSION};
+use tokio::net::UnixStream;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one call may take before evctl gives up on the daemon (`EVCTL_TIMEOUT_MS`).
+pub fn call_timeout() -> Duration {
+    std::env::var("EVCTL_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(60))
+}
+
+/// The evd binary evctl would start: `$EVD_BIN`, else `evd` beside this executable, else on PATH.
+pub fn evd_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("EVD_BIN").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        let sibling = dir.join("evd");
+        if sibling.is_file() {
+            return Some(sibling);
+        }
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("evd"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// A connected, handshaken daemon.
+pub struct Conn {
+    pub client: Client,
+    pub hello: Hello,
+}
+
+/// Connect to the socket and open a JSON-RPC client over it.
+pub async fn connect(sock: &Path) -> Result<Client, String> {
+    paths::check_socket_owner(sock).map_err(|e| e.to_string())?;
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, UnixStream::connect(sock))
+        .await
+        .map_err(|_| format!("connecting to {} timed out", sock.display()))?
+        .map_err(|e| format!("cannot connect to {}: {e}", sock.display()))?;
+    let url = Url::parse("ws://localhost/").map_err(|e| e.to_string())?;
+    let (tx, rx) = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        WsTransportClientBuilder::default()
+            .max_request_size(16 * 1024 * 1024)
+            .max_response_size(256 * 1024 * 1024)
+            .build_with_stream(url, stream),
+    )
+    .await
+    .map_err(|_| "the daemon did not answer the handshake in time".to_string())?
+    .map_err(|e| format!("handshake with evd failed: {e}"))?;
+    Ok(ClientBuilder::default()
+        .request_timeout(call_timeout())
+        .build_with_tokio(tx, rx))
+}
+
+async fn hello(client: &Client, build_id: &str) -> Result<Hello, String> {
+    tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        client.hello(HelloRequest {
+            protocol: PROTOCOL_VERSION,
+            build_id: build_id.to_string(),
+            client: format!("evctl {}", env!("CARGO_PKG_VERSION")),
+        }),
+    )
+    .await
+    .map_err(|_| "the daemon did not answer hello in time".to_string())?
+    .map_err(|e| format!("hello failed: {e}"))
+}
+
+/// Connect to a running daemon without starting one (for `status` and `shutdown`).
+pub async fn connect_existing(rt: &Path) -> Result<Conn, String> {
+    let client = connect(&paths::socket_path(rt)).await?;
+    let hello = hello(&client, "").await?;
+    Ok(Conn { client, hello })
+}
+
+/// Connect to the daemon, starting or replacing it as needed.
+pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
+    let sock = paths::socket_path(rt);
+    let binary = evd_binary();
+    let want = binary.as_deref().and_then(paths::exe_fingerprint);
+    if let Ok(client) = connect(&sock).await {
+        let h = hello(&client, want.as_deref().unwrap_or("")).await?;
+        if h.protocol == PROTOCOL_VERSION && (want.is_none() || h.compatible) {
+            return Ok(Conn { client, hello: h });
+        }
+        if binary.is_none() {
+            return Err(format!(
+                "evd (pid {}) speaks protocol {}, evctl speaks {}; no evd binary to replace it with",
+                h.pid, h.protocol, PROTOCOL_VERSION
+            ));
+        }
+        // Another build: ask it to stop, then start ours below.
+        let _ = client.shutdown().await;
+        drop(client);
+    }
+    let binary = binary.ok_or_else(|| {
+        "no evd is running and no evd binary was found (set EVD_BIN or put evd on PATH)".to_string()
+    })?;
+    paths::ensure_private_dir(rt).map_err(|e| e.to_string())?;
+    let _start = take_start_lock(rt).await?;
+    // Someone may have started (or replaced) it while we waited for the lock.
+    if let Ok(client) = connect(&sock).await {
+        if let Ok(h) = hello(&client, want.as_deref().unwrap_or("")).await {
+            if h.protocol == PROTOCOL_VERSION && h.compatible {
+                return Ok(Conn { client, hello: h });
+            }
+            let _ = client.shutdown().await;
+        }
+    }
+    wait_daemon_gone(rt).await;
+    let mut child = spawn_daemon(&binary, rt)?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        if let Ok(client) = connect(&sock).await {
+            let h = hello(&client, want.as_deref().unwrap_or("")).await?;
+            return Ok(Conn { client, hello: h });
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "evd exited during startup ({status}); see {}",
+                paths::log_path(rt).display()
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "evd did not come up within {}s; see {}",
+                START_TIMEOUT.as_secs(),
+                paths::log_path(rt).display()
+            ));
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+async fn take_start_lock(rt: &Path) -> Result<lock::LockFile, String> {
+    let path = paths::start_lock_path(rt);
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        match lock::try_lock(&path, &lock::Holder::me("evctl")) {
+            Ok(l) => return Ok(l),
+            Err(lock::LockError::Held { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => return Err(e.describe("the daemon start lock")),
+        }
+    }
+}
+
+/// After asking a daemon to stop, wait (bounded) until its daemon lock is free.
+async fn wait_daemon_gone(rt: &Path) {
+    let path = paths::daemon_lock_path(rt);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        match lock::try_lock(&path, &lock::Holder::me("evctl")) {
+            Ok(l) => {
+                drop(l);
+                return;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+fn spawn_daemon(binary: &Path, rt: &Path) -> Result<std::process::Child, String> {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(paths::log_path(rt))
+        .map_err(|e| format!("cannot open the daemon log: {e}"))?;
+    let mut cmd = Command::new(binary);
+    cmd.arg("serve")
+        .env("EVD_RUNTIME_DIR", rt)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log));
+    // SAFETY: setsid is async-signal-safe; it detaches the daemon from our session and terminal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))
+}

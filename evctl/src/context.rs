@@ -1,0 +1,119 @@
+//! What evctl resolves about its caller before asking evd: which store (walking up from the
+//! working directory like git), and the git facts a verb needs (user.name, HEAD, upstream).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use proto::rpc::{Context, GitFacts};
+
+/// The nearest directory at or above `start` that holds `.evolving` (as anything: evd refuses a
+/// symlinked one with a clear error rather than us skipping it silently).
+pub fn find_store(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .find(|d| std::fs::symlink_metadata(d.join(".evolving")).is_ok())
+        .map(Path::to_path_buf)
+}
+
+/// The store root a command works on: `--store DIR` (a repo root, or its `.evolving`), else the
+/// nearest store above the working directory, else the working directory itself (so that `init`
+/// creates it there and other verbs report that no store exists).
+pub fn store_root(explicit: Option<&str>, cwd: &Path, walk_up: bool) -> PathBuf {
+    if let Some(s) = explicit {
+        let p = cwd.join(s);
+        if p.file_name().is_some_and(|n| n == ".evolving") {
+            if let Some(parent) = p.parent() {
+                return parent.to_path_buf();
+            }
+        }
+        return p;
+    }
+    if walk_up {
+        if let Some(found) = find_store(cwd) {
+            return found;
+        }
+    }
+    cwd.to_path_buf()
+}
+
+/// Run `git -C dir args…` and return its trimmed stdout when it succeeded and is non-empty.
+pub fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+/// Which git facts a request needs; each lookup is a process spawn, so only ask for what is used.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Needs {
+    pub user_name: bool,
+    pub head: bool,
+    pub upstream: bool,
+}
+
+pub fn build(store: &Path, cwd: &Path, needs: Needs) -> Context {
+    let agent_id = std::env::var("EV_AGENT_ID").ok().filter(|s| !s.is_empty());
+    Context {
+        store: store.display().to_string(),
+        cwd: cwd.display().to_string(),
+        agent_id,
+        git: GitFacts {
+            user_name: if needs.user_name {
+                git(store, &["config", "user.name"])
+            } else {
+                None
+            },
+            head: if needs.head {
+                git(store, &["rev-parse", "HEAD"])
+            } else {
+                None
+            },
+            upstream: if needs.upstream {
+                git(store, &["rev-parse", "@{upstream}"])
+            } else {
+                None
+            },
+        },
+    }
+}
+
+/// Read a commit for `--from-git`: subject, author and body, or `None` if git cannot.
+pub fn commit_envelope(store: &Path, rev: &str) -> Option<proto::rpc::CommitEnvelope> {
+    if rev.starts_with('-') {
+        return None;
+    }
+    let field = |fmt: &str| -> Option<String> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(store)
+            .args([
+                "show",
+                "-s",
+                &format!("--format={fmt}"),
+                "--end-of-options",
+                rev,
+            ])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    Some(proto::rpc::CommitEnvelope {
+        subject: field("%s")?,
+        author: field("%an")?,
+        body: field("%b")?,
+    })
+}

@@ -1,0 +1,312 @@
+//! The decide stream: `evctl decide "<decision>" <flag> <value> …`, walked strictly left to
+//! right as upstream does (commands.md §3.1–3.2). Every flag eats the next token as its value,
+//! whatever it looks like; the first walk-time error wins.
+
+use proto::json::q;
+use proto::rpc::{DraftGround, DraftKind};
+use proto::vocab;
+
+/// What the walk produced.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Walk {
+    pub decision: Option<String>,
+    pub dry_run: bool,
+    pub json: bool,
+    pub observe: Option<String>,
+    pub blame: Option<String>,
+    pub verified_at_sha: Option<String>,
+    pub authority: Option<String>,
+    pub jurisdiction: Option<String>,
+    pub source_ref: Option<String>,
+    pub from_git: Option<String>,
+    pub grounds: Vec<DraftGround>,
+}
+
+/// Global flags that may stand before the stream begins.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Globals {
+    pub color: Option<String>,
+    pub plain: bool,
+    pub json: bool,
+    pub store: Option<String>,
+}
+
+/// Consume global flags at the front of `tokens`. Returns how many tokens were consumed, or a
+/// usage error.
+pub fn take_globals(tokens: &[String], g: &mut Globals) -> Result<usize, String> {
+    let mut i = 0;
+    while let Some(t) = tokens.get(i) {
+        match t.as_str() {
+            "--plain" | "-p" => {
+                g.plain = true;
+                i += 1;
+            }
+            "--json" => {
+                g.json = true;
+                i += 1;
+            }
+            "--color" | "--store" => {
+                let v = tokens.get(i + 1).ok_or_else(|| {
+                    format!("a value is required for '{t} <VALUE>' but none was supplied")
+                })?;
+                if t == "--color" {
+                    if !["auto", "always", "never"].contains(&v.as_str()) {
+                        return Err(format!(
+                            "invalid value '{v}' for '--color <WHEN>' [possible values: auto, always, never]"
+                        ));
+                    }
+                    g.color = Some(v.clone());
+                } else {
+                    g.store = Some(v.clone());
+                }
+                i += 2;
+            }
+            _ => break,
+        }
+    }
+    Ok(i)
+}
+
+/// Split off the positional decision and the leading global flags; the rest is the stream.
+pub fn split_positional(
+    tokens: &[String],
+    g: &mut Globals,
+) -> Result<(Option<String>, Vec<String>), String> {
+    let mut i = take_globals(tokens, g)?;
+    if tokens.get(i).map(String::as_str) == Some("--") {
+        i += 1;
+    }
+    let mut positional = None;
+    if let Some(t) = tokens.get(i) {
+        if !t.starts_with('-') {
+            positional = Some(t.clone());
+            i += 1;
+            i += take_globals(&tokens[i..], g)?;
+        }
+    }
+    Ok((positional, tokens[i..].to_vec()))
+}
+
+/// Remove every `name` token standing in flag position (pair-aware), reporting whether any was.
+pub fn extract_bool(stream: &[String], name: &str) -> (bool, Vec<String>) {
+    let mut found = false;
+    let mut out = Vec::with_capacity(stream.len());
+    let mut i = 0;
+    while i < stream.len() {
+        if stream[i] == name {
+            found = true;
+            i += 1;
+            continue;
+        }
+        out.push(stream[i].clone());
+        if let Some(v) = stream.get(i + 1) {
+            out.push(v.clone());
+        }
+        i += 2;
+    }
+    (found, out)
+}
+
+const GROUND_FLAGS: [&str; 6] = [
+    "--revisit",
+    "--assume-test",
+    "--counter-test",
+    "--on-platform",
+    "--triggered-by",
+    "--surface",
+];
+
+/// Walk a decide stream (after the positional). `booleans` are the pair-aware switches this verb
+/// accepts (`--dry-run` for decide).
+pub fn walk(
+    decision: Option<String>,
+    stream: &[String],
+    booleans: &[&str],
+) -> Result<Walk, String> {
+    let mut w = Walk {
+        decision,
+        ..Walk::default()
+    };
+    let mut rest = stream.to_vec();
+    for b in booleans {
+        let (found, r) = extract_bool(&rest, b);
+        rest = r;
+        match *b {
+            "--dry-run" => w.dry_run |= found,
+            "--json" => w.json |= found,
+            _ => {}
+        }
+    }
+    let mut i = 0;
+    while i < rest.len() {
+        let flag = rest[i].as_str();
+        let known = matches!(
+            flag,
+            "--observe"
+                | "--blame"
+                | "--verified-at-sha"
+                | "--authority"
+                | "--jurisdiction"
+                | "--source-ref"
+                | "--from-git"
+                | "--assume"
+                | "--reject"
+        ) || GROUND_FLAGS.contains(&flag);
+        if !known {
+            return Err(format!("decide: unknown flag {flag}"));
+        }
+        let value = rest
+            .get(i + 1)
+            .cloned()
+            .ok_or_else(|| format!("{flag} requires a value"))?;
+        i += 2;
+        match flag {
+            "--observe" => w.observe = Some(value),
+            "--blame" => w.blame = Some(value),
+            "--verified-at-sha" => w.verified_at_sha = Some(value),
+            "--authority" => {
+                vocab::check_authority(&value)?;
+                w.authority = Some(value);
+            }
+            "--jurisdiction" => {
+                vocab::check_jurisdiction(&value)?;
+                w.jurisdiction = Some(value);
+            }
+            "--source-ref" => {
+                if value.is_empty() {
+                    return Err("--source-ref needs a non-empty value".into());
+                }
+                w.source_ref = Some(value);
+            }
+            "--from-git" => {
+                if value.starts_with('-') {
+                    return Err(format!(
+                        "--from-git takes a commit-ish, not a flag (got {})",
+                        q(&value)
+                    ));
+                }
+                w.from_git = Some(value);
+            }
+            "--assume" => w.grounds.push(DraftGround {
+                kind: DraftKind::Chosen,
+                claim: Some(value),
+                ..DraftGround::default()
+            }),
+            "--reject" => {
+                let (option, why) = value
+                    .split_once(':')
+                    .ok_or_else(|| "--reject expects \"<option>: <why>\"".to_string())?;
+                let (option, why) = (option.trim(), why.trim());
+                if option.is_empty() || why.is_empty() {
+                    return Err("--reject needs non-empty <option> and <why>".into());
+                }
+                w.grounds.push(DraftGround {
+                    kind: DraftKind::Rejected,
+                    option: Some(option.into()),
+                    why: Some(why.into()),
+                    ..DraftGround::default()
+                });
+            }
+            ground_flag => {
+                let g = w.grounds.last_mut().ok_or_else(|| {
+                    format!("{ground_flag} has no preceding --assume/--reject ground")
+                })?;
+                match ground_flag {
+                    "--revisit" => g.revisit = Some(value),
+                    "--assume-test" => g.test_ref = Some(value),
+                    "--counter-test" => g.counter_test = Some(value),
+                    "--on-platform" => g.platforms.push(value),
+                    "--triggered-by" => g.triggered_by.push(value),
+                    _ => g.surfaces.push(value),
+                }
+            }
+        }
+    }
+    Ok(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn every_flag_eats_the_next_token_and_dry_run_extraction_is_pair_aware() {
+        let w = walk(
+            Some("d".into()),
+            &s(&[
+                "--observe",
+                "--dry-run",
+                "--assume",
+                "--color",
+                "--on-platform",
+                "p",
+            ]),
+            &["--dry-run"],
+        )
+        .expect("walks");
+        assert!(!w.dry_run);
+        assert_eq!(w.observe.as_deref(), Some("--dry-run"));
+        assert_eq!(w.grounds[0].claim.as_deref(), Some("--color"));
+        assert_eq!(w.grounds[0].platforms, vec!["p"]);
+        let w = walk(
+            Some("d".into()),
+            &s(&["--dry-run", "--assume", "a"]),
+            &["--dry-run"],
+        )
+        .expect("walks");
+        assert!(w.dry_run);
+    }
+
+    #[test]
+    fn walk_errors_use_upstream_wording() {
+        let e = |v: &[&str]| walk(Some("d".into()), &s(v), &["--dry-run"]).expect_err("refused");
+        assert_eq!(e(&["--revisit"]), "--revisit requires a value");
+        assert_eq!(e(&["--bogus", "x"]), "decide: unknown flag --bogus");
+        assert_eq!(
+            e(&["--surface", "x"]),
+            "--surface has no preceding --assume/--reject ground"
+        );
+        assert_eq!(
+            e(&["--reject", "nocolon"]),
+            "--reject expects \"<option>: <why>\""
+        );
+        assert_eq!(
+            e(&["--reject", " : y"]),
+            "--reject needs non-empty <option> and <why>"
+        );
+        assert_eq!(
+            e(&["--jurisdiction", "E"]),
+            "jurisdiction must be one of A, B, C, D (got \"E\")"
+        );
+        assert_eq!(
+            e(&["--source-ref", ""]),
+            "--source-ref needs a non-empty value"
+        );
+        assert_eq!(
+            e(&["--from-git", "-x"]),
+            "--from-git takes a commit-ish, not a flag (got \"-x\")"
+        );
+    }
+
+    #[test]
+    fn globals_are_read_only_before_the_stream() {
+        let mut g = Globals::default();
+        let (pos, stream) = split_positional(
+            &s(&["--plain", "x", "--json", "--assume", "--plain"]),
+            &mut g,
+        )
+        .expect("splits");
+        assert_eq!(pos.as_deref(), Some("x"));
+        assert!(g.plain && g.json);
+        assert_eq!(stream, s(&["--assume", "--plain"]));
+        let mut g = Globals::default();
+        let (pos, stream) =
+            split_positional(&s(&["--", "-x", "--assume", "a"]), &mut g).expect("splits");
+        assert_eq!(pos, None);
+        assert_eq!(stream, s(&["-x", "--assume", "a"]));
+    }
+}

@@ -1,0 +1,266 @@
+//! Turning answers into what ev prints: the plain bytes upstream writes, the rich terminal form,
+//! and the `--json` form. Nothing here talks to the daemon.
+
+use proto::json::q;
+use proto::rpc::{
+    DaemonStatus, DecideResult, InitResult, ListResult, LogResult, Refusal, VerifyResult, Warning,
+};
+use serde::Serialize;
+
+use crate::style::Style;
+
+/// What a command prints and its exit code.
+#[derive(Debug, Default)]
+pub struct Out {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: u8,
+}
+
+impl Out {
+    pub fn line(&mut self, s: impl AsRef<str>) {
+        self.stdout.push_str(s.as_ref());
+        self.stdout.push('\n');
+    }
+    pub fn err(&mut self, s: impl AsRef<str>) {
+        self.stderr.push_str(s.as_ref());
+        self.stderr.push('\n');
+    }
+    pub fn warnings(&mut self, w: &[Warning]) {
+        for w in w {
+            self.err(&w.message);
+        }
+    }
+    /// One compact JSON document on stdout.
+    pub fn json<T: Serialize>(&mut self, v: &T) {
+        let text = serde_json::to_value(v)
+            .map(|v| proto::json::compact(&v))
+            .unwrap_or_else(|e| format!("{{\"error\":{}}}", q(&e.to_string())));
+        self.line(text);
+    }
+}
+
+/// A refusal: warnings, then `error: <message>`, exit 1. With `--json`, one JSON object on stdout.
+pub fn refusal(r: &Refusal, json: bool) -> Out {
+    let mut out = Out {
+        code: 1,
+        ..Out::default()
+    };
+    if json {
+        out.json(&serde_json::json!({
+            "error": {"code": r.code, "reason": r.reason, "message": r.message},
+            "warnings": r.warnings,
+        }));
+    } else {
+        out.warnings(&r.warnings);
+        out.err(format!("error: {}", r.message));
+    }
+    out
+}
+
+pub fn init(r: &InitResult, json: bool) -> Out {
+    let mut out = Out::default();
+    if json {
+        out.json(r);
+    } else if r.created {
+        out.line("created .evolving/  (content-addressed chain + results cache)");
+    } else {
+        out.line(".evolving/ already exists (no-op)");
+    }
+    out
+}
+
+pub fn decide(r: &DecideResult, json: bool) -> Out {
+    let mut out = Out::default();
+    out.warnings(&r.warnings);
+    if json {
+        out.json(r);
+    } else if r.dry_run {
+        out.line(format!(
+            "would record {} ({} ground(s)) — dry run, nothing written",
+            r.id, r.ground_count
+        ));
+    } else {
+        out.line(format!("recorded {} ({} ground(s))", r.id, r.ground_count));
+    }
+    out
+}
+
+pub fn list(r: &ListResult, style: Style, json: bool) -> Out {
+    let mut out = Out::default();
+    if json {
+        out.json(r);
+        return out;
+    }
+    if r.entries.is_empty() {
+        out.line("no decisions yet");
+        return out;
+    }
+    let tags = |e: &proto::rpc::ListEntry, sep: &str| {
+        let mut s = String::new();
+        for (k, v) in [
+            ("authority", &e.authority),
+            ("jurisdiction", &e.jurisdiction),
+            ("source_ref", &e.source_ref),
+        ] {
+            if let Some(v) = v {
+                s.push_str(&format!("{sep}{k}={v}"));
+            }
+        }
+        s
+    };
+    let mut rows: Vec<String> = r
+        .entries
+        .iter()
+        .map(|e| {
+            if !e.parseable {
+                return if style.rich {
+                    style.dim(&format!("? {} <unparseable>", e.file))
+                } else {
+                    format!("{}\t?\t\"<unparseable>\"", e.file)
+                };
+            }
+            let decision = q(e.decision.as_deref().unwrap_or(""));
+            let status = e.status.as_deref().unwrap_or("");
+            if style.rich {
+                let agent = e.provenance.as_deref() == Some(proto::vocab::AGENT_PROPOSED);
+                format!(
+                    "{} {}  {}  {}",
+                    style.provenance_glyph(agent),
+                    style.bold(&decision),
+                    style.id(&e.file),
+                    style.dim(&format!("{status}{}", tags(e, " · ")))
+                )
+            } else {
+                format!("{}\t{status}\t{decision}{}", e.file, tags(e, "\t"))
+            }
+        })
+        .collect();
+    if !style.rich {
+        // Plain rows sort by the whole rendered line; rich rows stay in id order.
+        rows.sort();
+    }
+    for row in rows {
+        out.line(row);
+    }
+    out
+}
+
+pub fn log(r: &LogResult, style: Style, json: bool) -> Out {
+    let mut out = Out::default();
+    if json {
+        out.json(r);
+        if r.unreadable.is_some() {
+            out.code = 1;
+        }
+        return out;
+    }
+    if r.entries.is_empty() && r.broken_at.is_none() && r.unreadable.is_none() {
+        out.line("no decisions yet");
+        return out;
+    }
+    for e in &r.entries {
+        if style.rich {
+            let agent = e.provenance.as_deref() == Some(proto::vocab::AGENT_PROPOSED);
+            let verb = if let Some(s) = &e.supersedes {
+                format!("supersedes {s}")
+            } else if let Some(rt) = &e.ratifies {
+                format!("ratifies {rt}")
+            } else if agent {
+                "proposed".to_string()
+            } else {
+                "decided".to_string()
+            };
+            out.line(format!(
+                "{} {}  {}  {}  {}",
+                style.provenance_glyph(agent),
+                style.dim(&verb),
+                style.bold(&q(&e.decision)),
+                style.id(&e.id),
+                style.dim(&e.blame)
+            ));
+        } else {
+            out.line(format!("{}\t{}\t{}", e.id, e.status, q(&e.decision)));
+        }
+    }
+    if let Some(id) = &r.broken_at {
+        out.err(format!("warning: {id} not found (broken lineage)"));
+    }
+    if let Some((id, e)) = &r.unreadable {
+        out.err(format!("error: reading {id}: {e}"));
+        out.code = 1;
+    }
+    out
+}
+
+pub fn verify(r: &VerifyResult, json: bool) -> Out {
+    let mut out = Out {
+        code: u8::from(!r.ok()),
+        ..Out::default()
+    };
+    if json {
+        out.json(r);
+        return out;
+    }
+    out.warnings(&r.warnings);
+    if let Some(vectors) = &r.vectors {
+        for v in vectors {
+            let mark = if v.pass { "✓" } else { "✗" };
+            out.line(format!("{mark} {}: {} (want {})", v.name, v.got, v.want));
+        }
+        return out;
+    }
+    if r.violations.is_empty() {
+        out.line("✓ chain intact: every id == hash(payload), lineage forward-only");
+        out.line("✓ every tick validates against the closed schema (R1) and check shape (R2)");
+    } else {
+        for v in &r.violations {
+            out.line(format!("✗ {v}"));
+        }
+        out.err(format!("{} violation(s)", r.violations.len()));
+    }
+    out
+}
+
+fn human_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{}.{:01}s", s, (ms % 1000) / 100),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+pub fn status(s: &DaemonStatus, json: bool) -> Out {
+    let mut out = Out::default();
+    if json {
+        out.json(s);
+        return out;
+    }
+    out.line(format!(
+        "evd pid {}  version {}  protocol {}  up {}",
+        s.pid,
+        s.version,
+        s.protocol,
+        human_ms(s.uptime_ms)
+    ));
+    out.line(format!("socket   {}", s.socket));
+    out.line(format!("build    {}", s.build_id));
+    if s.stores.is_empty() {
+        out.line("stores   none open yet");
+    } else {
+        out.line(format!("stores   {}", s.stores.len()));
+        for st in &s.stores {
+            let head = if st.head.is_empty() {
+                "-"
+            } else {
+                st.head.as_str()
+            };
+            out.line(format!(
+                "  {}  {} tick(s)  head {}  {} write(s) since {}",
+                st.root, st.ticks, head, st.writes, st.opened_at
+            ));
+        }
+    }
+    out
+}

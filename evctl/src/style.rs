@@ -1,0 +1,47 @@
+//! Rich terminal output: when it is on, the glyphs, and the few ANSI attributes ev uses.
+
+use std::io::IsTerminal;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub rich: bool,
+    pub ascii: bool,
+}
+
+impl Style {
+    /// Rich iff not `--plain`, `NO_COLOR` unset, and (`--color always`, or `auto` on a TTY).
+    pub fn detect(color: Option<&str>, plain: bool) -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some();
+        let wants = match color.unwrap_or("auto") {
+            "always" => true,
+            "never" => false,
+            _ => std::io::stdout().is_terminal(),
+        };
+        let ascii = std::env::var("EV_ASCII").is_ok_and(|v| !v.is_empty() && v != "0");
+        Style {
+            rich: !plain && !no_color && wants,
+            ascii,
+        }
+    }
+
+    pub fn bold(&self, s: &str) -> String {
+        format!("\x1b[1m{s}\x1b[0m")
+    }
+    pub fn dim(&self, s: &str) -> String {
+        format!("\x1b[2m{s}\x1b[0m")
+    }
+    /// An id in full: first 4 characters bold, the rest dim.
+    pub fn id(&self, id: &str) -> String {
+        let cut = id.char_indices().nth(4).map_or(id.len(), |(i, _)| i);
+        format!("{}{}", self.bold(&id[..cut]), self.dim(&id[cut..]))
+    }
+    /// `●` for human-authored, `○` for agent-proposed.
+    pub fn provenance_glyph(&self, agent: bool) -> &'static str {
+        match (agent, self.ascii) {
+            (true, false) => "○",
+            (true, true) => "o",
+            (false, false) => "●",
+            (false, true) => "*",
+        }
+    }
+}
