@@ -1,1 +1,354 @@
+//! The end-to-end harness: real binaries, a private runtime directory per test (so every test
+//! gets its own evd), real git repositories, and upstream `ev` 0.1.27 as the oracle.
 
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub use tempfile::TempDir;
+
+/// The directory the test binaries were built into (target/<profile>).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf()
+}
+
+/// Path of a workspace binary (`evd`, `evctl`, …), built by `cargo test --workspace`.
+pub fn bin(name: &str) -> PathBuf {
+    let p = target_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo test --workspace` (or `cargo build --workspace`) first",
+        p.display()
+    );
+    p
+}
+
+/// The repository root (for ../shared and scripts).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Upstream `ev` 0.1.27, the oracle for byte compatibility: `$EV_UPSTREAM`, else
+/// `target/upstream/bin/ev` (where `scripts/test` installs it), else `ev` on PATH.
+pub fn upstream_ev() -> PathBuf {
+    let candidates = std::env::var_os("EV_UPSTREAM")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(std::iter::once(
+            workspace_root().join("target/upstream/bin/ev"),
+        ))
+        .chain(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).map(|d| d.join("ev")).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        );
+    for c in candidates {
+        if let Ok(out) = Command::new(&c).arg("--version").output() {
+            if String::from_utf8_lossy(&out.stdout).trim() == "ev 0.1.27" {
+                return c;
+            }
+        }
+    }
+    panic!(
+        "upstream ev 0.1.27 is required as the compatibility oracle: run `scripts/test`, or \
+         `cargo install evolving --version 0.1.27 --locked --root target/upstream`"
+    );
+}
+
+/// A finished command: exit code and both streams as text.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+    /// Panic with both streams unless the exit code is 0.
+    pub fn ok(self) -> Run {
+        assert_eq!(self.code, 0, "command failed:\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+}
+
+/// One private world: its own runtime directory (so its own evd), its own HOME.
+pub struct World {
+    pub rt: TempDir,
+    pub home: TempDir,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl World {
+    pub fn new() -> World {
+        let rt = tempfile::Builder::new()
+            .prefix("evrt")
+            .tempdir()
+            .expect("runtime tempdir");
+        std::fs::set_permissions(rt.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod runtime dir");
+        let home = tempfile::tempdir().expect("home tempdir");
+        World { rt, home }
+    }
+
+    /// The evd runtime directory of this world.
+    pub fn rt_dir(&self) -> PathBuf {
+        self.rt.path().join("evd")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.rt_dir().join("evd.sock")
+    }
+
+    /// A command with this world's environment (and none of the caller's evd settings).
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = Command::new(program);
+        c.env("XDG_RUNTIME_DIR", self.rt.path())
+            .env("HOME", self.home.path())
+            .env("EVD_BIN", bin("evd"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("EVD_RUNTIME_DIR")
+            .env_remove("EVD_NO_DAEMON")
+            .env_remove("EV_AGENT_ID")
+            .env_remove("NO_COLOR")
+            .env_remove("GIT_DIR")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Run evctl in `cwd`.
+    pub fn evctl<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Run {
+        let out = self
+            .command(bin("evctl"))
+            .current_dir(cwd)
+            .args(args)
+            .output()
+            .expect("run evctl");
+        Run::from(out)
+    }
+
+    /// Run evctl with extra environment variables.
+    pub fn evctl_env<S: AsRef<OsStr>>(&self, cwd: &Path, env: &[(&str, &str)], args: &[S]) -> Run {
+        let mut c = self.command(bin("evctl"));
+        c.current_dir(cwd).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Run::from(c.output().expect("run evctl"))
+    }
+
+    /// Run upstream ev in `cwd`.
+    pub fn ev<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Run {
+        let out = self
+            .command(upstream_ev())
+            .current_dir(cwd)
+            .args(args)
+            .output()
+            .expect("run ev");
+        Run::from(out)
+    }
+
+    /// The pid of this world's running evd, if one answers.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        let r = self.evctl(self.home.path(), &["status", "--json"]);
+        if r.code != 0 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).ok()?;
+        v["pid"].as_u64().and_then(|p| u32::try_from(p).ok())
+    }
+
+    /// Stop this world's daemon (if any) and wait until its process is gone.
+    pub fn stop_daemon(&self) {
+        let pid = self.daemon_pid();
+        let _ = self.evctl(self.home.path(), &["shutdown"]);
+        if let Some(pid) = pid {
+            wait_until(Duration::from_secs(5), || !pid_alive(pid));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid() {
+            let _ = self.evctl(self.home.path(), &["shutdown"]);
+            if !wait_until(Duration::from_secs(3), || !pid_alive(pid)) {
+                // SAFETY: sending a signal has no memory-safety preconditions.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Whether a process exists (and is not a zombie we could reap).
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Poll `cond` until it holds or `limit` passes; returns whether it held.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A temporary git repository with a fixed identity and one commit.
+pub struct Repo {
+    pub dir: TempDir,
+}
+
+impl Repo {
+    pub fn new() -> Repo {
+        let dir = tempfile::Builder::new()
+            .prefix("evrepo")
+            .tempdir()
+            .expect("repo tempdir");
+        let git = |args: &[&str]| {
+            let st = Command::new("git")
+                .current_dir(dir.path())
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("git");
+            assert!(st.success(), "git {args:?} failed");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        git(&["config", "user.name", "Repo Owner"]);
+        git(&["config", "user.email", "owner@example.invalid"]);
+        std::fs::write(dir.path().join("README"), "x\n").expect("write");
+        git(&["add", "README"]);
+        git(&["commit", "-q", "-m", "first"]);
+        Repo { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn ev_dir(&self) -> PathBuf {
+        self.path().join(".evolving")
+    }
+
+    /// `git rev-parse HEAD`.
+    pub fn head(&self) -> String {
+        let out = Command::new("git")
+            .current_dir(self.path())
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .expect("git rev-parse");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Every tick file name, sorted.
+    pub fn tick_files(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.ev_dir().join("ticks"))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    pub fn head_file(&self) -> String {
+        std::fs::read_to_string(self.ev_dir().join("HEAD")).unwrap_or_default()
+    }
+}
+
+impl Default for Repo {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Replace the `held_since` value in a tick file's text (the one field that differs by time).
+pub fn without_held_since(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.trim_start().starts_with("\"held_since\":") {
+                "  \"held_since\": \"<t>\",".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Walk `parent_id` from HEAD; returns the chain HEAD-first. Panics on a broken chain.
+pub fn chain(repo: &Repo) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = repo.head_file().trim().to_string();
+    while !cur.is_empty() {
+        let text = std::fs::read_to_string(repo.ev_dir().join("ticks").join(&cur))
+            .unwrap_or_else(|e| panic!("tick {cur} missing from the chain: {e}"));
+        let v: serde_json::Value = serde_json::from_str(&text).expect("tick is JSON");
+        out.push(cur);
+        cur = v["parent_id"].as_str().unwrap_or("").to_string();
+        assert!(out.len() < 1_000_000, "cycle");
+    }
+    out
+}
+
+/// Generate an upstream-compatible store with `../shared/bench/gen_store.py` (or the copy in
+/// `scripts/`), in `dir`.
+pub fn gen_store(dir: &Path, ticks: usize, seed: u64) {
+    let script = [
+        workspace_root().join("scripts/gen_store.py"),
+        workspace_root().join("../shared/bench/gen_store.py"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+    .expect("gen_store.py (scripts/ or ../shared/bench/)");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(dir)
+        .args(["--ticks", &ticks.to_string(), "--seed", &seed.to_string()])
+        .args(["--now", "2026-11-01T00:00:00Z"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "gen_store failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
