@@ -164,7 +164,7 @@ pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
                 out.broken_at = Some(cur);
                 break;
             }
-            Some(Entry::Invalid(e)) | Some(Entry::Unreadable(e)) => {
+            Some(Entry::Invalid(e)) | Some(Entry::NotJson(e)) | Some(Entry::Unreadable(e)) => {
                 out.unreadable = Some((cur, e));
                 break;
             }

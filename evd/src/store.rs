@@ -22,7 +22,10 @@ pub enum Entry {
     Tick(Arc<Tick>),
     /// JSON, but not a valid tick: the reader's message.
     Invalid(String),
-    /// Not JSON (or not UTF-8, or not a regular file): poisons whole-store reads.
+    /// Not JSON: poisons whole-store reads (`reading store: <file>: <error>`).
+    NotJson(String),
+    /// Not readable as text (bad UTF-8, a symlink): poisons whole-store reads
+    /// (`reading store: <error>`).
     Unreadable(String),
 }
 
@@ -253,13 +256,12 @@ impl Store {
                 continue;
             }
             if m.file_type().is_symlink() {
+                let why = format!("{name} is a symlink (evd never follows links inside a store)");
                 next.insert(
                     name,
                     Cached {
                         stamp: None,
-                        entry: Entry::Unreadable(
-                            "is a symlink (evd never follows links inside a store)".into(),
-                        ),
+                        entry: Entry::Unreadable(why),
                     },
                 );
                 continue;
@@ -270,11 +272,12 @@ impl Store {
                     next.insert(name, c);
                 }
                 _ => {
+                    let entry = read_entry(&path);
                     next.insert(
                         name,
                         Cached {
                             stamp: Some(s),
-                            entry: read_entry(&path),
+                            entry,
                         },
                     );
                 }
@@ -289,18 +292,13 @@ impl Store {
     /// not JSON: `reading store: <file>: <error>`.
     pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
         self.refresh()?;
-        if let Some((
-            name,
-            Cached {
-                entry: Entry::Unreadable(e),
-                ..
-            },
-        )) = self
-            .files
-            .iter()
-            .find(|(_, c)| matches!(c.entry, Entry::Unreadable(_)))
-        {
-            return Err(Refusal::io(format!("reading store: {name}: {e}")));
+        let poisoned = self.files.iter().find_map(|(name, c)| match &c.entry {
+            Entry::Unreadable(e) => Some(e.clone()),
+            Entry::NotJson(e) => Some(format!("{name}: {e}")),
+            _ => None,
+        });
+        if let Some(e) = poisoned {
+            return Err(Refusal::io(format!("reading store: {e}")));
         }
         Ok(self
             .files
@@ -353,15 +351,13 @@ impl Store {
             if m.is_dir() {
                 continue;
             }
+            let name = ent.file_name().to_string_lossy().into_owned();
             let text = if m.file_type().is_symlink() {
-                Err("is a symlink (evd never follows links inside a store)".to_string())
+                Err(format!("{name} is a symlink (evd never follows links inside a store)"))
             } else {
                 fsio::read_text(&path).map_err(|e| e.to_string())
             };
-            out.push(crate::verify::AuditFile {
-                name: ent.file_name().to_string_lossy().into_owned(),
-                text,
-            });
+            out.push(crate::verify::AuditFile { name, text });
         }
         Ok(out)
     }
@@ -438,12 +434,13 @@ impl Store {
     }
 }
 
+/// Read and parse one tick file.
 fn read_entry(path: &Path) -> Entry {
     match fsio::read_text(path) {
         Err(e) => Entry::Unreadable(e.to_string()),
         Ok(text) => match Tick::parse(&text) {
             Ok(t) => Entry::Tick(Arc::new(t)),
-            Err(TickParseError::NotJson(e)) => Entry::Unreadable(e),
+            Err(TickParseError::NotJson(e)) => Entry::NotJson(e),
             Err(TickParseError::Invalid(e)) => Entry::Invalid(e),
         },
     }

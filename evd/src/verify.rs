@@ -14,7 +14,8 @@ use crate::lint;
 /// One file of `ticks/` as read from disk.
 pub struct AuditFile {
     pub name: String,
-    /// The file's text, or why it could not be read (not UTF-8, not a regular file, …).
+    /// The file's text, or the whole-store error it causes, worded as upstream words it (an I/O
+    /// error such as bad UTF-8 is reported without the file name, as upstream does).
     pub text: Result<String, String>,
 }
 
@@ -32,7 +33,7 @@ pub fn audit(files: &[AuditFile], schema_version: u64) -> Result<Audit, String> 
 
     let mut values = Vec::with_capacity(sorted.len());
     for f in &sorted {
-        let text = f.text.as_ref().map_err(|e| format!("{}: {e}", f.name))?;
+        let text = f.text.as_ref().map_err(String::clone)?;
         let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", f.name))?;
         values.push((f.name.as_str(), v));
     }
