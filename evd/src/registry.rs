@@ -40,6 +40,8 @@ impl StoreActor {
                 let mut store = Store::new(thread_root);
                 while let Ok(job) = rx.recv() {
                     job(&mut store);
+                    // One stat when nothing changed; keeps the tick count honest for `status`.
+                    let _ = store.refresh();
                     if let Ok(mut s) = snap.lock() {
                         s.ticks = store.tick_count();
                         s.head = store.head().unwrap_or_default();

@@ -197,6 +197,8 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
         }
     }
     let _ = server_handle.stop();
+    // `stopped()` resolves once every StopHandle is gone; ours must go too, or it never does.
+    drop(stop_handle);
     // Give in-flight answers a moment, never forever.
     let _ = tokio::time::timeout(Duration::from_secs(2), server_handle.stopped()).await;
     daemon.registry.close_all();

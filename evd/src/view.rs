@@ -1,8 +1,8 @@
 //! The current view: the lineage collapse `list`, `brief`, `pending` and `check` share.
 //!
-//! 1. drop every tick some tick's `supersedes` names; 2. order newest first (`held_since`
-//! descending as plain strings, ties by file name descending); 3. keep the first tick per decision
-//! identity (the hashed payload without `parent_id`).
+//! 1. drop every tick some tick's `supersedes` names;
+//! 2. order newest first (`held_since` descending as plain strings, ties by file name descending);
+//! 3. keep the first tick per decision identity (the hashed payload without `parent_id`).
 
 use std::collections::HashSet;
 
