@@ -55,7 +55,8 @@ fn the_genesis_example_lands_with_upstreams_bytes() {
         }
     }
     // The event upstream appends for a decide has the same keys.
-    let ev_line = std::fs::read_to_string(ours.ev_dir().join("results/events.jsonl")).expect("events");
+    let ev_line =
+        std::fs::read_to_string(ours.ev_dir().join("results/events.jsonl")).expect("events");
     let e: serde_json::Value = serde_json::from_str(ev_line.trim()).expect("event json");
     assert_eq!(e["op"], "decide");
     assert_eq!(e["tick_id"], "e2b337f53a1f");
@@ -103,13 +104,84 @@ fn decide_refusals_and_dry_runs_match_upstream() {
         vec!["decide", "  ", "--blame", "b"],
         vec!["decide", "x", "--blame", "  "],
         vec!["decide", "x", "--assume", "", "--blame", "b"],
-        vec!["decide", "x", "--reject", "R: why", "--revisit", "q", "--blame", "b"],
-        vec!["decide", "x", "--reject", "R: why", "--assume-test", "t", "--blame", "b"],
-        vec!["decide", "x", "--assume", "a", "--revisit", "r", "--assume-test", "t", "--blame", "b"],
-        vec!["decide", "x", "--assume", "a", "--assume-test", "t", "--blame", "b"],
-        vec!["decide", "x", "--assume", "a", "--assume-test", "t", "--counter-test", "  ", "--blame", "b"],
-        vec!["decide", "x", "--assume", "a", "--assume-test", "t", "--counter-test", "c", "--on-platform", "p", "--blame", "b"],
-        vec!["decide", "x", "--assume", "a", "--counter-test", "c", "--blame", "b"],
+        vec![
+            "decide",
+            "x",
+            "--reject",
+            "R: why",
+            "--revisit",
+            "q",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--reject",
+            "R: why",
+            "--assume-test",
+            "t",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--assume",
+            "a",
+            "--revisit",
+            "r",
+            "--assume-test",
+            "t",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--assume",
+            "a",
+            "--assume-test",
+            "t",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--assume",
+            "a",
+            "--assume-test",
+            "t",
+            "--counter-test",
+            "  ",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--assume",
+            "a",
+            "--assume-test",
+            "t",
+            "--counter-test",
+            "c",
+            "--on-platform",
+            "p",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--assume",
+            "a",
+            "--counter-test",
+            "c",
+            "--blame",
+            "b",
+        ],
         vec!["decide", "x", "--jurisdiction", "E"],
         vec!["decide", "x", "--authority", "god"],
         vec!["decide", "x", "--source-ref", ""],
@@ -117,10 +189,42 @@ fn decide_refusals_and_dry_runs_match_upstream() {
         vec!["decide", "x", "--from-git", "HEAD", "--blame", "b"],
         vec!["decide", "--from-git", "nope", "--blame", "b"],
         vec!["decide", "--from-git", "HEAD", "--dry-run"],
-        vec!["decide", "--dry-run", "we self-improve and self-tune", "--assume", "a", "--blame", "b"],
-        vec!["decide", "we self-improve", "--dry-run", "--assume", "a", "--blame", "b"],
-        vec!["decide", "x", "--observe", "--dry-run", "--blame", "b", "--dry-run"],
-        vec!["decide", "x", "--assume", "--color", "--blame", "b", "--dry-run"],
+        vec![
+            "decide",
+            "--dry-run",
+            "we self-improve and self-tune",
+            "--assume",
+            "a",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "we self-improve",
+            "--dry-run",
+            "--assume",
+            "a",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--observe",
+            "--dry-run",
+            "--blame",
+            "b",
+            "--dry-run",
+        ],
+        vec![
+            "decide",
+            "x",
+            "--assume",
+            "--color",
+            "--blame",
+            "b",
+            "--dry-run",
+        ],
         vec!["decide", "-x", "--blame", "b"],
         vec!["decide", "--", "x", "--blame", "b", "--dry-run"],
     ];
@@ -131,14 +235,41 @@ fn decide_refusals_and_dry_runs_match_upstream() {
         cases.push(v);
     };
     with_test(&["--verified-at-sha", "XYZ", "--blame", "b"]);
-    with_test(&["--verified-at-sha", SHA, "--jurisdiction", "C", "--blame", "b"]);
     with_test(&[
-        "--verified-at-sha", SHA, "--reject", "Redis: new infra", "--authority", "user-ruled",
-        "--source-ref", "R2289", "--observe", "round R2289", "--blame", "Wang Yu", "--dry-run",
+        "--verified-at-sha",
+        SHA,
+        "--jurisdiction",
+        "C",
+        "--blame",
+        "b",
     ]);
     with_test(&[
-        "--on-platform", "mac", "--on-platform", "linux-ci", "--verified-at-sha", SHA,
-        "--jurisdiction", "A", "--blame", "b", "--dry-run",
+        "--verified-at-sha",
+        SHA,
+        "--reject",
+        "Redis: new infra",
+        "--authority",
+        "user-ruled",
+        "--source-ref",
+        "R2289",
+        "--observe",
+        "round R2289",
+        "--blame",
+        "Wang Yu",
+        "--dry-run",
+    ]);
+    with_test(&[
+        "--on-platform",
+        "mac",
+        "--on-platform",
+        "linux-ci",
+        "--verified-at-sha",
+        SHA,
+        "--jurisdiction",
+        "A",
+        "--blame",
+        "b",
+        "--dry-run",
     ]);
     for args in &cases {
         same_answer(&w, ours.path(), theirs.path(), args);
@@ -150,8 +281,18 @@ fn decide_refusals_and_dry_runs_match_upstream() {
     // Outside any store: validation first, then the no-store refusal.
     let bare_a = tempfile::tempdir().expect("tmp");
     let bare_b = tempfile::tempdir().expect("tmp");
-    same_answer(&w, bare_a.path(), bare_b.path(), &["decide", "x", "--assume", "", "--blame", "b"]);
-    same_answer(&w, bare_a.path(), bare_b.path(), &["decide", "x", "--blame", "b"]);
+    same_answer(
+        &w,
+        bare_a.path(),
+        bare_b.path(),
+        &["decide", "x", "--assume", "", "--blame", "b"],
+    );
+    same_answer(
+        &w,
+        bare_a.path(),
+        bare_b.path(),
+        &["decide", "x", "--blame", "b"],
+    );
     // A store outside git: no author, and no HEAD for verified_at_sha.
     w.evctl(bare_a.path(), &["init"]).ok();
     w.ev(bare_b.path(), &["init"]).ok();
@@ -167,13 +308,42 @@ fn empty_references_upstream_would_write_unreadably_are_refused() {
     let repo = Repo::new();
     w.evctl(repo.path(), &["init"]).ok();
     let cases: [(&[&str], &str); 3] = [
-        (&["--assume", "a", "--revisit", ""], "error: person check ref is empty\n"),
         (
-            &["--assume", "a", "--assume-test", "", "--counter-test", "c", "--on-platform", "p", "--triggered-by", "f", "--surface", "s"],
+            &["--assume", "a", "--revisit", ""],
+            "error: person check ref is empty\n",
+        ),
+        (
+            &[
+                "--assume",
+                "a",
+                "--assume-test",
+                "",
+                "--counter-test",
+                "c",
+                "--on-platform",
+                "p",
+                "--triggered-by",
+                "f",
+                "--surface",
+                "s",
+            ],
             "error: test check ref is empty\n",
         ),
         (
-            &["--assume", "a", "--assume-test", "t", "--counter-test", "c", "--on-platform", "", "--triggered-by", "f", "--surface", "s"],
+            &[
+                "--assume",
+                "a",
+                "--assume-test",
+                "t",
+                "--counter-test",
+                "c",
+                "--on-platform",
+                "",
+                "--triggered-by",
+                "f",
+                "--surface",
+                "s",
+            ],
             "error: liveness.platforms has an empty element\n",
         ),
     ];
@@ -192,13 +362,58 @@ fn upstream_store(w: &World) -> Repo {
     w.ev(repo.path(), &["init"]).ok();
     w.ev(repo.path(), &genesis_args()).ok();
     let steps: Vec<Vec<&str>> = vec![
-        vec!["decide", "no Redis", "--observe", "round R2289", "--assume", "db coordinates pods",
-            "--assume-test", "pytest t_redis.py", "--counter-test", "pytest t_redis.py::flips",
-            "--on-platform", "linux-ci", "--triggered-by", "pyproject.toml", "--surface", "deps",
-            "--verified-at-sha", SHA, "--reject", "Redis: new infra", "--authority", "user-ruled",
-            "--jurisdiction", "A", "--source-ref", "R2289", "--blame", "Wang Yu"],
-        vec!["decide", "café — “quoted” \t tab", "--assume", "non-ascii ✓", "--jurisdiction", "C", "--blame", "Ana"],
-        vec!["decide", "freeze the schema", "--assume", "schema", "--authority", "agent-disposable", "--source-ref", "{\"a\":1}", "--blame", "Mei"],
+        vec![
+            "decide",
+            "no Redis",
+            "--observe",
+            "round R2289",
+            "--assume",
+            "db coordinates pods",
+            "--assume-test",
+            "pytest t_redis.py",
+            "--counter-test",
+            "pytest t_redis.py::flips",
+            "--on-platform",
+            "linux-ci",
+            "--triggered-by",
+            "pyproject.toml",
+            "--surface",
+            "deps",
+            "--verified-at-sha",
+            SHA,
+            "--reject",
+            "Redis: new infra",
+            "--authority",
+            "user-ruled",
+            "--jurisdiction",
+            "A",
+            "--source-ref",
+            "R2289",
+            "--blame",
+            "Wang Yu",
+        ],
+        vec![
+            "decide",
+            "café — “quoted” \t tab",
+            "--assume",
+            "non-ascii ✓",
+            "--jurisdiction",
+            "C",
+            "--blame",
+            "Ana",
+        ],
+        vec![
+            "decide",
+            "freeze the schema",
+            "--assume",
+            "schema",
+            "--authority",
+            "agent-disposable",
+            "--source-ref",
+            "{\"a\":1}",
+            "--blame",
+            "Mei",
+        ],
     ];
     for s in steps {
         w.ev(repo.path(), &s).ok();
@@ -209,7 +424,11 @@ fn upstream_store(w: &World) -> Repo {
 fn same_read(w: &World, dir: &Path, args: &[&str]) {
     let a = w.evctl(dir, args);
     let b = w.ev(dir, args);
-    assert_eq!((a.code, &a.stdout, &a.stderr), (b.code, &b.stdout, &b.stderr), "{args:?}");
+    assert_eq!(
+        (a.code, &a.stdout, &a.stderr),
+        (b.code, &b.stdout, &b.stderr),
+        "{args:?}"
+    );
 }
 
 /// verify output order is not meaningful upstream: compare line sets.
@@ -231,11 +450,30 @@ fn same_verify(w: &World, dir: &Path) -> Run {
 fn upstream_stores_read_identically() {
     let w = World::new();
     let repo = upstream_store(&w);
-    for args in [&["list"][..], &["log"], &["show", "e2b337f53a1f"], &["show", "nope"], &["show", "E2B337F53A1F"]] {
+    for args in [
+        &["list"][..],
+        &["log"],
+        &["--color", "always", "list"],
+        &["--color", "always", "log"],
+        &["--color", "always", "--plain", "list"],
+        &["show", "e2b337f53a1f"],
+        &["show", "nope"],
+        &["show", "E2B337F53A1F"],
+    ] {
         same_read(&w, repo.path(), args);
     }
     for id in repo.tick_files() {
         same_read(&w, repo.path(), &["show", &id]);
+    }
+    // The rich form's ASCII glyphs, and NO_COLOR beating --color always.
+    for env in [("EV_ASCII", "1"), ("NO_COLOR", "")] {
+        let a = w.evctl_env(repo.path(), &[env], &["--color", "always", "list"]);
+        let mut c = w.command(evd_e2e::upstream_ev());
+        c.current_dir(repo.path())
+            .env(env.0, env.1)
+            .args(["--color", "always", "list"]);
+        let b = c.output().expect("ev");
+        assert_eq!(a.stdout.as_bytes(), b.stdout.as_slice(), "{env:?}");
     }
     assert_eq!(same_verify(&w, repo.path()).code, 0);
 
@@ -282,61 +520,100 @@ fn tampered_upstream_stores_verify_and_list_like_upstream() {
     let (newest, middle, oldest) = (ids[0].clone(), ids[1].clone(), ids[ids.len() - 1].clone());
     type Tamper = Box<dyn Fn(&Repo)>;
     let tampers: Vec<(&str, Tamper)> = vec![
-        ("edited decision", Box::new({
-            let id = middle.clone();
-            move |r: &Repo| edit_json(r, &id, |v| v["decision"] = "rewritten by hand".into())
-        })),
-        ("wrong id field", Box::new({
-            let id = newest.clone();
-            move |r: &Repo| edit_json(r, &id, |v| v["id"] = "000000000000".into())
-        })),
-        ("blank blame", Box::new({
-            let id = oldest.clone();
-            move |r: &Repo| edit_json(r, &id, |v| v["blame"] = "  ".into())
-        })),
-        ("unknown top-level key", Box::new({
-            let id = middle.clone();
-            move |r: &Repo| edit_json(r, &id, |v| v["reviewer"] = "x".into())
-        })),
-        ("unknown ground key", Box::new({
-            let id = oldest.clone();
-            move |r: &Repo| edit_json(r, &id, |v| v["grounds"][0]["weight"] = 3.into())
-        })),
-        ("bad jurisdiction", Box::new({
-            let id = newest.clone();
-            move |r: &Repo| edit_json(r, &id, |v| v["jurisdiction"] = "Z".into())
-        })),
-        ("C/D with a test", Box::new({
-            let id = ids[ids.len() - 2].clone();
-            move |r: &Repo| edit_json(r, &id, |v| v["jurisdiction"] = "D".into())
-        })),
-        ("lint words", Box::new({
-            let id = middle.clone();
-            move |r: &Repo| {
-                edit_json(r, &id, |v| {
-                    v["observe"] = "we Self-Improve and auto-close".into();
-                    v["provenance"] = "imported".into();
-                })
-            }
-        })),
-        ("deleted middle tick", Box::new({
-            let id = middle.clone();
-            move |r: &Repo| std::fs::remove_file(r.ev_dir().join("ticks").join(&id)).expect("rm")
-        })),
-        ("not an object", Box::new(|r: &Repo| {
-            std::fs::write(r.ev_dir().join("ticks/notes"), "[1,2]").expect("write")
-        })),
-        ("truncated tick", Box::new({
-            let id = newest.clone();
-            move |r: &Repo| {
-                let p = r.ev_dir().join("ticks").join(&id);
-                let t = std::fs::read_to_string(&p).expect("read");
-                std::fs::write(&p, &t[..t.len() / 2]).expect("write");
-            }
-        })),
-        ("binary junk", Box::new(|r: &Repo| {
-            std::fs::write(r.ev_dir().join("ticks/.DS_Store"), [0xff, 0xfe, 0x00]).expect("write")
-        })),
+        (
+            "edited decision",
+            Box::new({
+                let id = middle.clone();
+                move |r: &Repo| edit_json(r, &id, |v| v["decision"] = "rewritten by hand".into())
+            }),
+        ),
+        (
+            "wrong id field",
+            Box::new({
+                let id = newest.clone();
+                move |r: &Repo| edit_json(r, &id, |v| v["id"] = "000000000000".into())
+            }),
+        ),
+        (
+            "blank blame",
+            Box::new({
+                let id = oldest.clone();
+                move |r: &Repo| edit_json(r, &id, |v| v["blame"] = "  ".into())
+            }),
+        ),
+        (
+            "unknown top-level key",
+            Box::new({
+                let id = middle.clone();
+                move |r: &Repo| edit_json(r, &id, |v| v["reviewer"] = "x".into())
+            }),
+        ),
+        (
+            "unknown ground key",
+            Box::new({
+                let id = oldest.clone();
+                move |r: &Repo| edit_json(r, &id, |v| v["grounds"][0]["weight"] = 3.into())
+            }),
+        ),
+        (
+            "bad jurisdiction",
+            Box::new({
+                let id = newest.clone();
+                move |r: &Repo| edit_json(r, &id, |v| v["jurisdiction"] = "Z".into())
+            }),
+        ),
+        (
+            "C/D with a test",
+            Box::new({
+                let id = ids[ids.len() - 2].clone();
+                move |r: &Repo| edit_json(r, &id, |v| v["jurisdiction"] = "D".into())
+            }),
+        ),
+        (
+            "lint words",
+            Box::new({
+                let id = middle.clone();
+                move |r: &Repo| {
+                    edit_json(r, &id, |v| {
+                        v["observe"] = "we Self-Improve and auto-close".into();
+                        v["provenance"] = "imported".into();
+                    })
+                }
+            }),
+        ),
+        (
+            "deleted middle tick",
+            Box::new({
+                let id = middle.clone();
+                move |r: &Repo| {
+                    std::fs::remove_file(r.ev_dir().join("ticks").join(&id)).expect("rm")
+                }
+            }),
+        ),
+        (
+            "not an object",
+            Box::new(|r: &Repo| {
+                std::fs::write(r.ev_dir().join("ticks/notes"), "[1,2]").expect("write")
+            }),
+        ),
+        (
+            "truncated tick",
+            Box::new({
+                let id = newest.clone();
+                move |r: &Repo| {
+                    let p = r.ev_dir().join("ticks").join(&id);
+                    let t = std::fs::read_to_string(&p).expect("read");
+                    std::fs::write(&p, &t[..t.len() / 2]).expect("write");
+                }
+            }),
+        ),
+        (
+            "binary junk",
+            Box::new(|r: &Repo| {
+                std::fs::write(r.ev_dir().join("ticks/.DS_Store"), [0xff, 0xfe, 0x00])
+                    .expect("write")
+            }),
+        ),
     ];
     for (name, tamper) in tampers {
         let repo = copy_store(&base);
@@ -344,7 +621,11 @@ fn tampered_upstream_stores_verify_and_list_like_upstream() {
         eprintln!("case: {name}");
         let r = same_verify(&w, repo.path());
         // A tolerated unknown top-level key is a warning, never a violation.
-        let want = if name == "unknown top-level key" { 0 } else { 1 };
+        let want = if name == "unknown top-level key" {
+            0
+        } else {
+            1
+        };
         assert_eq!(r.code, want, "{name}: {r:?}");
         same_read(&w, repo.path(), &["list"]);
         same_read(&w, repo.path(), &["log"]);
@@ -360,14 +641,56 @@ fn stores_we_write_are_upstreams_stores() {
     w.ev(theirs.path(), &["init"]).ok();
     let steps: Vec<Vec<&str>> = vec![
         genesis_args(),
-        vec!["decide", "no Redis", "--observe", "round R2289", "--assume", "db coordinates pods",
-            "--assume-test", "pytest t_redis.py", "--counter-test", "pytest t_redis.py::flips",
-            "--on-platform", "mac", "--on-platform", "linux-ci", "--on-platform", "mac",
-            "--triggered-by", "pyproject.toml", "--surface", "deps", "--verified-at-sha", SHA,
-            "--reject", "Redis: new infra", "--authority", "user-ruled", "--jurisdiction", "B",
-            "--source-ref", "R2289", "--blame", "  Wang Yu  "],
-        vec!["decide", "esc: quote\" back\\ nl\n tab\t \u{1} é 😀", "--assume", "c", "--blame", "b"],
-        vec!["decide", "no grounds at all", "--jurisdiction", "D", "--source-ref", "{\"z\":1}"],
+        vec![
+            "decide",
+            "no Redis",
+            "--observe",
+            "round R2289",
+            "--assume",
+            "db coordinates pods",
+            "--assume-test",
+            "pytest t_redis.py",
+            "--counter-test",
+            "pytest t_redis.py::flips",
+            "--on-platform",
+            "mac",
+            "--on-platform",
+            "linux-ci",
+            "--on-platform",
+            "mac",
+            "--triggered-by",
+            "pyproject.toml",
+            "--surface",
+            "deps",
+            "--verified-at-sha",
+            SHA,
+            "--reject",
+            "Redis: new infra",
+            "--authority",
+            "user-ruled",
+            "--jurisdiction",
+            "B",
+            "--source-ref",
+            "R2289",
+            "--blame",
+            "  Wang Yu  ",
+        ],
+        vec![
+            "decide",
+            "esc: quote\" back\\ nl\n tab\t \u{1} é 😀",
+            "--assume",
+            "c",
+            "--blame",
+            "b",
+        ],
+        vec![
+            "decide",
+            "no grounds at all",
+            "--jurisdiction",
+            "D",
+            "--source-ref",
+            "{\"z\":1}",
+        ],
     ];
     for s in &steps {
         let a = w.evctl(ours.path(), s).ok();

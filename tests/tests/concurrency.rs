@@ -20,7 +20,10 @@ fn eight_clients_recording_fifty_decisions_each_leave_one_linear_chain() {
                 for i in 0..EACH {
                     let text = format!("client {c} decision {i}");
                     let r = w
-                        .evctl(repo.path(), &["decide", &text, "--assume", "it holds", "--blame", "load"])
+                        .evctl(
+                            repo.path(),
+                            &["decide", &text, "--assume", "it holds", "--blame", "load"],
+                        )
                         .ok();
                     let id = r
                         .stdout
@@ -40,12 +43,20 @@ fn eight_clients_recording_fifty_decisions_each_leave_one_linear_chain() {
         .collect();
     assert_eq!(acked.len(), CLIENTS * EACH);
     let unique: HashSet<&String> = acked.iter().collect();
-    assert_eq!(unique.len(), CLIENTS * EACH, "every decision got its own tick");
+    assert_eq!(
+        unique.len(),
+        CLIENTS * EACH,
+        "every decision got its own tick"
+    );
 
     let files = repo.tick_files();
     assert_eq!(files.len(), CLIENTS * EACH, "no fork, no stray file");
     let linear = chain(&repo);
-    assert_eq!(linear.len(), CLIENTS * EACH, "HEAD reaches every tick: one linear chain");
+    assert_eq!(
+        linear.len(),
+        CLIENTS * EACH,
+        "HEAD reaches every tick: one linear chain"
+    );
     assert_eq!(
         linear.iter().collect::<HashSet<_>>(),
         unique,

@@ -49,7 +49,10 @@ fn sigkill_during_a_stream_of_decides_loses_nothing_acknowledged() {
     }
     let (acked, failed) = writer.join().expect("writer");
     assert_eq!(kills, 3, "the daemon was killed mid-stream three times");
-    assert!(failed <= kills, "at most the in-flight write per kill fails ({failed})");
+    assert!(
+        failed <= kills,
+        "at most the in-flight write per kill fails ({failed})"
+    );
     assert!(acked.len() >= 160 - failed);
 
     // The next evctl brings a fresh daemon up and the chain is intact.
@@ -62,7 +65,11 @@ fn sigkill_during_a_stream_of_decides_loses_nothing_acknowledged() {
     for id in &acked {
         assert!(on_chain.contains(id), "acknowledged {id} is on the chain");
     }
-    assert_eq!(repo.tick_files().len(), linear.len(), "no orphan or torn tick file");
+    assert_eq!(
+        repo.tick_files().len(),
+        linear.len(),
+        "no orphan or torn tick file"
+    );
     let v = w.ev(repo.path(), &["verify"]).ok();
     assert!(v.stdout.contains("chain intact"));
 }
@@ -72,18 +79,37 @@ fn an_append_interrupted_before_head_moved_is_finished_on_open() {
     let w = World::new();
     let repo = Repo::new();
     w.evctl(repo.path(), &["init"]).ok();
-    w.evctl(repo.path(), &["decide", "first", "--blame", "b"]).ok();
-    let second = w.evctl(repo.path(), &["decide", "second", "--blame", "b"]).ok();
-    let second_id = second.stdout.split_whitespace().nth(1).expect("id").to_string();
+    w.evctl(repo.path(), &["decide", "first", "--blame", "b"])
+        .ok();
+    let second = w
+        .evctl(repo.path(), &["decide", "second", "--blame", "b"])
+        .ok();
+    let second_id = second
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("id")
+        .to_string();
     w.stop_daemon();
     // Simulate a crash after the tick was durable but before HEAD moved.
     let first_id = chain(&repo)[1].clone();
     std::fs::write(repo.ev_dir().join("HEAD"), &first_id).expect("rewind HEAD");
 
-    let third = w.evctl(repo.path(), &["decide", "third", "--blame", "b"]).ok();
-    let third_id = third.stdout.split_whitespace().nth(1).expect("id").to_string();
+    let third = w
+        .evctl(repo.path(), &["decide", "third", "--blame", "b"])
+        .ok();
+    let third_id = third
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("id")
+        .to_string();
     let linear = chain(&repo);
-    assert_eq!(linear, vec![third_id, second_id, first_id], "HEAD was rolled forward first");
+    assert_eq!(
+        linear,
+        vec![third_id, second_id, first_id],
+        "HEAD was rolled forward first"
+    );
     assert_eq!(repo.tick_files().len(), 3);
 }
 
@@ -92,13 +118,15 @@ fn temp_files_never_enter_ticks_and_leftovers_are_cleaned() {
     let w = World::new();
     let repo = Repo::new();
     w.evctl(repo.path(), &["init"]).ok();
-    w.evctl(repo.path(), &["decide", "one", "--blame", "b"]).ok();
+    w.evctl(repo.path(), &["decide", "one", "--blame", "b"])
+        .ok();
     w.stop_daemon();
     // A temp file a crashed writer left behind lives outside ticks/ and is swept on open.
     let tmp = repo.ev_dir().join("results/tmp");
     std::fs::create_dir_all(&tmp).expect("mkdir");
     std::fs::write(tmp.join(".evd-tmp-1-2-3"), "{\"torn").expect("write");
-    w.evctl(repo.path(), &["decide", "two", "--blame", "b"]).ok();
+    w.evctl(repo.path(), &["decide", "two", "--blame", "b"])
+        .ok();
     assert_eq!(std::fs::read_dir(&tmp).expect("ls").count(), 0);
     assert_eq!(repo.tick_files().len(), 2);
     // Upstream treats every file in ticks/ as a tick: we never leave anything else there.
