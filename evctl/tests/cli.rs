@@ -31,7 +31,9 @@ fn usage_errors_exit_2_and_help_teaches_the_verbs() {
     let out = evctl(&["--help"]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for verb in ["init", "decide", "show", "list", "log", "verify", "status", "shutdown"] {
+    for verb in [
+        "init", "decide", "show", "list", "log", "verify", "status", "shutdown",
+    ] {
         assert!(help.contains(verb), "help lists {verb}");
     }
     let out = evctl(&["decide", "--help"]);

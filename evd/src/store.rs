@@ -353,7 +353,9 @@ impl Store {
             }
             let name = ent.file_name().to_string_lossy().into_owned();
             let text = if m.file_type().is_symlink() {
-                Err(format!("{name} is a symlink (evd never follows links inside a store)"))
+                Err(format!(
+                    "{name} is a symlink (evd never follows links inside a store)"
+                ))
             } else {
                 fsio::read_text(&path).map_err(|e| e.to_string())
             };
