@@ -711,3 +711,19 @@ fn stores_we_write_are_upstreams_stores() {
         same_read(&w, ours.path(), args);
     }
 }
+
+#[test]
+fn no_store_answers_match_upstream() {
+    let w = World::new();
+    let a = tempfile::tempdir().expect("tmp");
+    for args in [
+        &["list"][..],
+        &["log"],
+        &["verify"],
+        &["show", "e2b337f53a1f"],
+        &["show", "../../etc/passwd"],
+        &["verify", "--self-test"],
+    ] {
+        same_read(&w, a.path(), args);
+    }
+}
