@@ -1,7 +1,7 @@
 //! One `.evolving/` store on disk: its layout, its lock, a cache of parsed ticks, and the
 //! crash-safe append (tick durable first, then HEAD).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -62,6 +62,10 @@ pub struct Store {
     files: BTreeMap<String, Cached>,
     /// `ticks/`'s stamp when `files` was last brought up to date.
     ticks_stamp: Option<Stamp>,
+    /// Files whose cached entry may not be final although `ticks/` did not change: ones that
+    /// did not parse (a writer may still be filling them; upstream writes in place) and ones
+    /// modified too recently for their stamp to be trusted. Re-stated on every refresh.
+    suspects: BTreeSet<String>,
     pub writes: u64,
     pub opened_at: String,
 }
@@ -80,6 +84,7 @@ impl Store {
             lock: None,
             files: BTreeMap::new(),
             ticks_stamp: None,
+            suspects: BTreeSet::new(),
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
         }
@@ -228,7 +233,8 @@ impl Store {
     }
 
     /// Bring the tick cache up to date with `ticks/`. Cheap when nothing changed: one stat of
-    /// the directory. After an outside change, re-stats every file and re-reads the changed ones.
+    /// the directory plus one per suspect file. After an outside change, re-stats every file and
+    /// re-reads the changed ones.
     pub fn refresh(&mut self) -> Result<(), Refusal> {
         let dir = self.ticks_dir();
         let meta =
@@ -241,9 +247,11 @@ impl Store {
         }
         let stamp = Stamp::of(&meta);
         if self.ticks_stamp == Some(stamp) {
+            self.recheck_suspects(&dir);
             return Ok(());
         }
         let mut next = BTreeMap::new();
+        self.suspects.clear();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
@@ -255,37 +263,39 @@ impl Store {
             if m.is_dir() {
                 continue;
             }
-            if m.file_type().is_symlink() {
-                let why = format!("{name} is a symlink (evd never follows links inside a store)");
-                next.insert(
-                    name,
-                    Cached {
-                        stamp: None,
-                        entry: Entry::Unreadable(why),
-                    },
-                );
-                continue;
+            let cached = match self.files.remove(&name) {
+                Some(c) if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) => c,
+                _ => load(&path, &name, &m),
+            };
+            if is_suspect(&cached) {
+                self.suspects.insert(name.clone());
             }
-            let s = Stamp::of(&m);
-            match self.files.remove(&name) {
-                Some(c) if c.stamp == Some(s) => {
-                    next.insert(name, c);
-                }
-                _ => {
-                    let entry = read_entry(&path);
-                    next.insert(
-                        name,
-                        Cached {
-                            stamp: Some(s),
-                            entry,
-                        },
-                    );
-                }
-            }
+            next.insert(name, cached);
         }
         self.files = next;
         self.ticks_stamp = Some(stamp);
         Ok(())
+    }
+
+    fn recheck_suspects(&mut self, dir: &Path) {
+        let names: Vec<String> = self.suspects.iter().cloned().collect();
+        for name in names {
+            let path = dir.join(&name);
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue; // a removal changes ticks/ itself and is caught there
+            };
+            let changed = self
+                .files
+                .get(&name)
+                .is_none_or(|c| c.stamp.is_none() || c.stamp != stamp_of_regular(&m));
+            if changed {
+                let fresh = load(&path, &name, &m);
+                self.files.insert(name.clone(), fresh);
+            }
+            if !self.files.get(&name).is_some_and(is_suspect) {
+                self.suspects.remove(&name);
+            }
+        }
     }
 
     /// Every file of `ticks/`, refreshed. Fails like upstream's whole-store read when any file is
@@ -436,6 +446,42 @@ impl Store {
     }
 }
 
+/// How recent a modification must be for its stamp not to be trusted yet (a same-size rewrite
+/// within the filesystem's timestamp granularity would otherwise go unseen).
+const RACY_NS: i128 = 2_000_000_000;
+
+fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
+    m.file_type().is_file().then(|| Stamp::of(m))
+}
+
+/// Read one directory entry of `ticks/` into the cache.
+fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
+    if m.file_type().is_symlink() {
+        return Cached {
+            stamp: None,
+            entry: Entry::Unreadable(format!(
+                "{name} is a symlink (evd never follows links inside a store)"
+            )),
+        };
+    }
+    Cached {
+        stamp: stamp_of_regular(m),
+        entry: read_entry(path),
+    }
+}
+
+fn is_suspect(c: &Cached) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    match (&c.entry, c.stamp) {
+        (Entry::Tick(_), Some(s)) => now - s.mtime_ns < RACY_NS,
+        (Entry::Unreadable(_), None) => false, // a symlink stays a symlink until ticks/ changes
+        _ => true,
+    }
+}
+
 /// Read and parse one tick file.
 fn read_entry(path: &Path) -> Entry {
     match fsio::read_text(path) {
@@ -445,5 +491,62 @@ fn read_entry(path: &Path) -> Entry {
             Err(TickParseError::NotJson(e)) => Entry::NotJson(e),
             Err(TickParseError::Invalid(e)) => Entry::Invalid(e),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let mut s = Store::new(d.path().to_path_buf());
+        assert!(s.init().expect("init"));
+        (d, s)
+    }
+
+    #[test]
+    fn a_file_written_in_place_after_it_was_first_seen_empty_is_picked_up() {
+        let (_d, mut s) = store();
+        let path = s.ticks_dir().join("aaaaaaaaaaaa");
+        // Upstream creates the file, then writes it: a reader may see it empty in between.
+        fs::write(&path, "").expect("create");
+        assert!(s.entries().is_err(), "an empty tick file poisons the read");
+        let t = proto::Tick::parse(
+            r#"{"blame":"b","decision":"d","grounds":[],"held_since":"","id":"aaaaaaaaaaaa","observe":"","parent_id":"","status":"live"}"#,
+        )
+        .expect("tick");
+        fs::write(&path, t.file_bytes()).expect("fill in place");
+        let ticks = s.ticks().expect("readable now");
+        assert_eq!(ticks.len(), 1);
+        assert_eq!(ticks[0].1.decision, "d");
+    }
+
+    #[test]
+    fn appends_are_durable_files_and_move_head() {
+        let (_d, mut s) = store();
+        s.acquire("test").expect("lock");
+        let mut t = proto::Tick::parse(
+            r#"{"blame":"b","decision":"d","grounds":[],"held_since":"","id":"","observe":"","parent_id":"","status":"live"}"#,
+        )
+        .expect("tick");
+        t.id = proto::id::tick_id(&t.decision, &t.observe, &t.grounds, &t.parent_id);
+        s.append(t.clone()).expect("append");
+        assert_eq!(s.head().expect("head"), t.id);
+        let on_disk = fs::read_to_string(s.ticks_dir().join(&t.id)).expect("read");
+        assert_eq!(on_disk, t.file_bytes());
+        assert_eq!(s.ticks().expect("ticks").len(), 1);
+        // Nothing but ticks in ticks/.
+        assert_eq!(fs::read_dir(s.ticks_dir()).expect("ls").count(), 1);
+    }
+
+    #[test]
+    fn a_second_owner_is_refused_naming_the_first() {
+        let (d, mut s) = store();
+        s.acquire("evd").expect("lock");
+        let mut other = Store::new(d.path().to_path_buf());
+        let e = other.acquire("evctl").expect_err("refused");
+        assert_eq!(e.code, codes::LOCKED);
+        assert!(e.message.contains(&format!("evd pid {}", std::process::id())), "{}", e.message);
     }
 }
