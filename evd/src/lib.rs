@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod config;
 pub mod decide;
+pub mod dirwatch;
 pub mod events;
 pub mod fsio;
 pub mod lint;
