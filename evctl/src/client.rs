@@ -48,8 +48,17 @@ pub fn evd_binary() -> Option<PathBuf> {
 
 /// A connected, handshaken daemon.
 pub struct Conn {
-    pub client: Client,
+    pub client: std::sync::Arc<Client>,
     pub hello: Hello,
+}
+
+impl Conn {
+    fn new(client: Client, hello: Hello) -> Conn {
+        Conn {
+            client: std::sync::Arc::new(client),
+            hello,
+        }
+    }
 }
 
 /// Connect to the socket and open a JSON-RPC client over it.
@@ -93,7 +102,7 @@ async fn hello(client: &Client, build_id: &str) -> Result<Hello, String> {
 pub async fn connect_existing(rt: &Path) -> Result<Conn, String> {
     let client = connect(&paths::socket_path(rt)).await?;
     let hello = hello(&client, "").await?;
-    Ok(Conn { client, hello })
+    Ok(Conn::new(client, hello))
 }
 
 /// Connect to the daemon, starting or replacing it as needed.
@@ -104,7 +113,7 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
     if let Ok(client) = connect(&sock).await {
         let h = hello(&client, want.as_deref().unwrap_or("")).await?;
         if h.protocol == PROTOCOL_VERSION && (want.is_none() || h.compatible) {
-            return Ok(Conn { client, hello: h });
+            return Ok(Conn::new(client, h));
         }
         if binary.is_none() {
             return Err(format!(
@@ -125,7 +134,7 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
     if let Ok(client) = connect(&sock).await {
         if let Ok(h) = hello(&client, want.as_deref().unwrap_or("")).await {
             if h.protocol == PROTOCOL_VERSION && h.compatible {
-                return Ok(Conn { client, hello: h });
+                return Ok(Conn::new(client, h));
             }
             let _ = client.shutdown().await;
         }
@@ -137,7 +146,7 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
     loop {
         if let Ok(client) = connect(&sock).await {
             let h = hello(&client, want.as_deref().unwrap_or("")).await?;
-            return Ok(Conn { client, hello: h });
+            return Ok(Conn::new(client, h));
         }
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!(
@@ -172,7 +181,7 @@ async fn take_start_lock(rt: &Path) -> Result<lock::LockFile, String> {
 }
 
 /// After asking a daemon to stop, wait (bounded) until its daemon lock is free.
-async fn wait_daemon_gone(rt: &Path) {
+pub async fn wait_daemon_gone(rt: &Path) {
     let path = paths::daemon_lock_path(rt);
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {

@@ -10,6 +10,7 @@ mod style;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use evd::store::Store;
@@ -240,7 +241,7 @@ impl Session {
     }
 
     /// The daemon, connected (and started) on first use; `None` when it cannot be reached.
-    async fn daemon(&mut self) -> Option<&Client> {
+    async fn daemon(&mut self) -> Option<Arc<Client>> {
         if self.no_daemon || self.unreachable.is_some() {
             return None;
         }
@@ -256,7 +257,62 @@ impl Session {
                 }
             }
         }
-        self.conn.as_ref().map(|c| &c.client)
+        self.conn.as_ref().map(|c| Arc::clone(&c.client))
+    }
+
+    /// Call the daemon. `None`: no daemon could be reached. A daemon that answers "stopping"
+    /// did not run the request, so it is retried once against the next daemon.
+    async fn rpc<R, Fut>(
+        &mut self,
+        call: impl Fn(Arc<Client>) -> Fut,
+    ) -> Option<Result<R, ClientError>>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        for attempt in 0..2 {
+            let c = self.daemon().await?;
+            let r = call(c).await;
+            let stopping = matches!(&r, Err(ClientError::Call(e)) if e.code() == codes::STOPPING);
+            if stopping && attempt == 0 {
+                self.conn = None;
+                client::wait_daemon_gone(&self.rt_dir).await;
+                continue;
+            }
+            return Some(r);
+        }
+        None
+    }
+
+    /// A read: the daemon's answer, or the same engine in-process when it cannot be reached.
+    async fn read<R, Fut>(
+        &mut self,
+        call: impl Fn(Arc<Client>) -> Fut,
+        local: impl FnOnce() -> Result<R, Refusal>,
+    ) -> Result<R, Refusal>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        match self.rpc(call).await {
+            Some(Err(e)) if unavailable(&e) => local(),
+            Some(r) => r.map_err(call_error),
+            None => local(),
+        }
+    }
+
+    /// A write: the daemon's answer; in-process (under the store lock) only when no daemon
+    /// could be reached at all. A write whose answer was lost is reported, never retried.
+    async fn write<R, Fut>(
+        &mut self,
+        call: impl Fn(Arc<Client>) -> Fut,
+        local: impl FnOnce() -> Result<R, Refusal>,
+    ) -> Result<R, Refusal>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        match self.rpc(call).await {
+            Some(r) => r.map_err(call_error),
+            None => local(),
+        }
     }
 
     fn finish<T>(&self, r: Result<T, Refusal>, render: impl FnOnce(&T) -> Out) -> Out {
@@ -268,18 +324,18 @@ impl Session {
 
     async fn init(&mut self) -> Out {
         let ctx = self.context(false, context::Needs::default());
-        let r = match self.daemon().await {
-            Some(c) => match c
-                .init(StoreRequest {
-                    context: ctx.clone(),
-                })
-                .await
-            {
-                Err(e) if unavailable(&e) => local_write(&ctx, ops::init),
-                r => r.map_err(call_error),
-            },
-            None => local_write(&ctx, ops::init),
+        let req = StoreRequest {
+            context: ctx.clone(),
         };
+        let r = self
+            .write(
+                |c| {
+                    let req = req.clone();
+                    async move { c.init(req).await }
+                },
+                || local_write(&ctx, ops::init),
+            )
+            .await;
         let json = self.json;
         self.finish(r, |v| render::init(v, json))
     }
@@ -290,14 +346,15 @@ impl Session {
             context: ctx.clone(),
             id: id.to_string(),
         };
-        let local = || local_read(&ctx, |s| ops::show(s, id));
-        let r = match self.daemon().await {
-            Some(c) => match c.show(req).await {
-                Err(e) if unavailable(&e) => local(),
-                r => r.map_err(call_error),
-            },
-            None => local(),
-        };
+        let r = self
+            .read(
+                |c| {
+                    let req = req.clone();
+                    async move { c.show(req).await }
+                },
+                || local_read(&ctx, |s| ops::show(s, id)),
+            )
+            .await;
         let json = self.json;
         self.finish(r, |v| {
             let mut out = Out::default();
@@ -312,19 +369,18 @@ impl Session {
 
     async fn list(&mut self, g: &Globals) -> Out {
         let ctx = self.context(true, context::Needs::default());
-        let local = || local_read(&ctx, ops::list);
-        let r = match self.daemon().await {
-            Some(c) => match c
-                .list(StoreRequest {
-                    context: ctx.clone(),
-                })
-                .await
-            {
-                Err(e) if unavailable(&e) => local(),
-                r => r.map_err(call_error),
-            },
-            None => local(),
+        let req = StoreRequest {
+            context: ctx.clone(),
         };
+        let r = self
+            .read(
+                |c| {
+                    let req = req.clone();
+                    async move { c.list(req).await }
+                },
+                || local_read(&ctx, ops::list),
+            )
+            .await;
         let style = Style::detect(g.color.as_deref(), g.plain);
         let json = self.json;
         self.finish(r, |v| render::list(v, style, json))
@@ -332,19 +388,18 @@ impl Session {
 
     async fn log(&mut self, g: &Globals) -> Out {
         let ctx = self.context(true, context::Needs::default());
-        let local = || local_read(&ctx, ops::log);
-        let r = match self.daemon().await {
-            Some(c) => match c
-                .log(StoreRequest {
-                    context: ctx.clone(),
-                })
-                .await
-            {
-                Err(e) if unavailable(&e) => local(),
-                r => r.map_err(call_error),
-            },
-            None => local(),
+        let req = StoreRequest {
+            context: ctx.clone(),
         };
+        let r = self
+            .read(
+                |c| {
+                    let req = req.clone();
+                    async move { c.log(req).await }
+                },
+                || local_read(&ctx, ops::log),
+            )
+            .await;
         let style = Style::detect(g.color.as_deref(), g.plain);
         let json = self.json;
         self.finish(r, |v| render::log(v, style, json))
@@ -357,20 +412,19 @@ impl Session {
             return render::verify(&ops::self_test(), json);
         }
         let ctx = self.context(true, context::Needs::default());
-        let local = || local_read(&ctx, |s| ops::verify(s, false));
-        let r = match self.daemon().await {
-            Some(c) => match c
-                .verify(VerifyRequest {
-                    context: ctx.clone(),
-                    self_test: false,
-                })
-                .await
-            {
-                Err(e) if unavailable(&e) => local(),
-                r => r.map_err(call_error),
-            },
-            None => local(),
+        let req = VerifyRequest {
+            context: ctx.clone(),
+            self_test: false,
         };
+        let r = self
+            .read(
+                |c| {
+                    let req = req.clone();
+                    async move { c.verify(req).await }
+                },
+                || local_read(&ctx, |s| ops::verify(s, false)),
+            )
+            .await;
         self.finish(r, |v| render::verify(v, json))
     }
 }
@@ -477,11 +531,15 @@ async fn decide(tokens: &[String], mut g: Globals) -> Out {
         grounds: walk.grounds,
         dry_run: walk.dry_run,
     };
-    let r = match session.daemon().await {
-        // Never retry a write the daemon may have applied: report it instead.
-        Some(c) => c.decide(req).await.map_err(call_error),
-        None => local_write(&ctx, |s| ops::decide(s, &req)),
-    };
+    let r = session
+        .write(
+            |c| {
+                let req = req.clone();
+                async move { c.decide(req).await }
+            },
+            || local_write(&ctx, |s| ops::decide(s, &req)),
+        )
+        .await;
     let json = g.json;
     session.finish(r, |v| render::decide(v, json))
 }

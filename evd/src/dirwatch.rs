@@ -67,13 +67,7 @@ impl DirWatch {
         let mut buf = [0u8; 16 * 1024];
         loop {
             // SAFETY: buf is valid for writes of its length; fd is ours.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                )
-            };
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
             if n <= 0 {
                 let err = io::Error::last_os_error();
                 if n < 0 && err.kind() != io::ErrorKind::WouldBlock {
@@ -90,7 +84,10 @@ impl DirWatch {
                     unsafe { std::ptr::read_unaligned(buf.as_ptr().add(off).cast()) };
                 let name_len = ev.len as usize;
                 let name_bytes = &buf[off + header..(off + header + name_len).min(n)];
-                let name_end = name_bytes.iter().position(|&b| b == 0).unwrap_or(name_bytes.len());
+                let name_end = name_bytes
+                    .iter()
+                    .position(|&b| b == 0)
+                    .unwrap_or(name_bytes.len());
                 let name = String::from_utf8_lossy(&name_bytes[..name_end]).into_owned();
                 if ev.mask
                     & (libc::IN_Q_OVERFLOW

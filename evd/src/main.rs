@@ -113,7 +113,7 @@ fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let result = runtime.block_on(async {
-        let stop = daemon.stop.clone();
+        let stopper = Arc::clone(&daemon);
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
             let (Ok(mut term), Ok(mut int)) =
@@ -125,7 +125,7 @@ fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
                 _ = term.recv() => tracing::info!("SIGTERM: stopping"),
                 _ = int.recv() => tracing::info!("SIGINT: stopping"),
             }
-            stop.cancel();
+            stopper.begin_stop(std::time::Duration::from_millis(50));
         });
         tracing::info!(socket = %sock.display(), pid = std::process::id(), build = %daemon.build_id, "evd ready");
         systemd::notify("READY=1\nSTATUS=serving\n");

@@ -3,13 +3,14 @@
 
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jsonrpsee::core::{async_trait, RpcResult};
 use jsonrpsee::server::{serve_with_graceful_shutdown, stop_channel, ServerConfig};
 use proto::rpc::{
-    DaemonStatus, DecideRequest, DecideResult, EvApiServer, Hello, HelloRequest, IdRequest,
+    codes, DaemonStatus, DecideRequest, DecideResult, EvApiServer, Hello, HelloRequest, IdRequest,
     InitResult, ListResult, LogResult, Refusal, ShowResult, ShutdownAck, StoreRequest,
     VerifyRequest, VerifyResult, PROTOCOL_VERSION,
 };
@@ -28,6 +29,9 @@ pub struct Daemon {
     pub socket: PathBuf,
     pub registry: Registry,
     pub stop: CancellationToken,
+    /// Set as soon as a stop is decided: from then on requests are refused with STOPPING (and
+    /// not run), so a client can safely retry them against the next daemon.
+    pub stopping: AtomicBool,
 }
 
 impl Daemon {
@@ -39,7 +43,30 @@ impl Daemon {
             socket,
             registry: Registry::default(),
             stop: CancellationToken::new(),
+            stopping: AtomicBool::new(false),
         }
+    }
+
+    /// Refuse new work from now on, and close the listener after `grace` (time for requests
+    /// already running to answer).
+    pub fn begin_stop(self: &Arc<Self>, grace: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            stop.cancel();
+        });
+    }
+
+    fn admit(&self) -> Result<(), Refusal> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(Refusal::new(
+                codes::STOPPING,
+                "stopping",
+                "evd is stopping; the request was not run (retry against the next daemon)",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -52,6 +79,7 @@ where
     F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
     R: Send + 'static,
 {
+    d.admit()?;
     let actor = d.registry.actor(ctx)?;
     let out = actor
         .run(move |store| {
@@ -73,7 +101,10 @@ impl EvApiServer for Rpc {
             version: env!("CARGO_PKG_VERSION").to_string(),
             pid: std::process::id(),
             started_at: self.0.started_at.clone(),
-            compatible: req.protocol == PROTOCOL_VERSION && req.build_id == self.0.build_id,
+            // A stopping daemon is never the one to keep talking to.
+            compatible: req.protocol == PROTOCOL_VERSION
+                && req.build_id == self.0.build_id
+                && !self.0.stopping.load(Ordering::SeqCst),
         })
     }
 
@@ -93,18 +124,15 @@ impl EvApiServer for Rpc {
 
     async fn shutdown(&self) -> RpcResult<ShutdownAck> {
         tracing::info!("shutdown requested over RPC");
-        let stop = self.0.stop.clone();
-        // Let this answer reach the client before the listener closes.
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            stop.cancel();
-        });
+        // Let this answer (and any request already running) reach its client first.
+        self.0.begin_stop(Duration::from_millis(50));
         Ok(ShutdownAck {
             pid: std::process::id(),
         })
     }
 
     async fn init(&self, req: StoreRequest) -> RpcResult<InitResult> {
+        self.0.admit()?;
         let actor = self.0.registry.actor(&req.context)?;
         let out = actor
             .run(|store| {

@@ -583,6 +583,11 @@ mod tests {
         let mut other = Store::new(d.path().to_path_buf());
         let e = other.acquire("evctl").expect_err("refused");
         assert_eq!(e.code, codes::LOCKED);
-        assert!(e.message.contains(&format!("evd pid {}", std::process::id())), "{}", e.message);
+        assert!(
+            e.message
+                .contains(&format!("evd pid {}", std::process::id())),
+            "{}",
+            e.message
+        );
     }
 }

@@ -64,6 +64,8 @@ pub mod codes {
     pub const LOCKED: i32 = -32014;
     /// The store path itself is unusable (a symlink, not a directory, …).
     pub const BAD_STORE: i32 = -32015;
+    /// The daemon is stopping and did not run the request: reconnect (to a new one) and retry.
+    pub const STOPPING: i32 = -32016;
     pub const INTERNAL: i32 = -32603;
 }
 
