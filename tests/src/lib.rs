@@ -49,7 +49,11 @@ pub fn upstream_ev() -> PathBuf {
         ))
         .chain(
             std::env::var_os("PATH")
-                .map(|p| std::env::split_paths(&p).map(|d| d.join("ev")).collect::<Vec<_>>())
+                .map(|p| {
+                    std::env::split_paths(&p)
+                        .map(|d| d.join("ev"))
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default(),
         );
     for c in candidates {
@@ -83,7 +87,11 @@ impl Run {
     }
     /// Panic with both streams unless the exit code is 0.
     pub fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "command failed:\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "command failed:\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
