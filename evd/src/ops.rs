@@ -102,15 +102,8 @@ pub fn show(store: &Store, id: &str) -> Result<ShowResult, Refusal> {
 /// `list`: the current view plus every file that is JSON but not a tick, sorted by file name.
 pub fn list(store: &mut Store) -> Result<ListResult, Refusal> {
     store.require()?;
-    let entries = store.entries()?;
-    let parsed: Vec<(&str, &Tick)> = entries
-        .iter()
-        .filter_map(|(n, e)| match e {
-            Entry::Tick(t) => Some((*n, t.as_ref())),
-            _ => None,
-        })
-        .collect();
-    let mut out: Vec<ListEntry> = crate::view::current(&parsed)
+    let mut out: Vec<ListEntry> = store
+        .current()?
         .into_iter()
         .map(|(file, t)| ListEntry {
             file: file.to_string(),
@@ -124,7 +117,8 @@ pub fn list(store: &mut Store) -> Result<ListResult, Refusal> {
         })
         .collect();
     out.extend(
-        entries
+        store
+            .entries()?
             .iter()
             .filter(|(_, e)| matches!(e, Entry::Invalid(_)))
             .map(|(n, _)| ListEntry {

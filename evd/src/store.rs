@@ -52,6 +52,26 @@ impl Stamp {
 struct Cached {
     stamp: Option<Stamp>,
     entry: Entry,
+    /// A tick's decision identity (for the current-view collapse), computed once per read.
+    identity: Option<String>,
+}
+
+impl Cached {
+    fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
+        let identity = match &entry {
+            Entry::Tick(t) => Some(proto::id::decision_identity(
+                &t.decision,
+                &t.observe,
+                &t.grounds,
+            )),
+            _ => None,
+        };
+        Cached {
+            stamp,
+            entry,
+            identity,
+        }
+    }
 }
 
 /// The store at `<root>/.evolving`.
@@ -365,6 +385,21 @@ impl Store {
             .collect())
     }
 
+    /// The current view (see [`crate::view`]), newest first, from the cached identities.
+    /// Whole-store read rules apply.
+    pub fn current(&mut self) -> Result<Vec<(&str, &Tick)>, Refusal> {
+        self.entries()?;
+        let inputs: Vec<(&str, &Tick, &str)> = self
+            .files
+            .iter()
+            .filter_map(|(n, c)| match (&c.entry, &c.identity) {
+                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t.as_ref(), id.as_str())),
+                _ => None,
+            })
+            .collect();
+        Ok(crate::view::current(&inputs))
+    }
+
     /// The cached entry for one file name (after a refresh), without the whole-store rule.
     pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
         self.refresh()?;
@@ -383,31 +418,58 @@ impl Store {
         fsio::read_text_opt(&self.ticks_dir().join(id))
     }
 
-    /// Read every tick file fresh from disk, bypassing the cache (for the audit).
+    /// Read every tick file fresh from disk, bypassing the cache (for the audit). The reads are
+    /// spread over the available cores.
     pub fn read_all_fresh(&self) -> Result<Vec<crate::verify::AuditFile>, Refusal> {
-        let rd = fs::read_dir(self.ticks_dir())
-            .map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-        let mut out = Vec::new();
+        let dir = self.ticks_dir();
+        let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        let mut names = Vec::new();
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-            let path = ent.path();
-            let Ok(m) = fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if m.is_dir() {
+            // d_type from readdir: no stat needed to skip directories and spot links.
+            let Ok(ft) = ent.file_type() else { continue };
+            if ft.is_dir() {
                 continue;
             }
-            let name = ent.file_name().to_string_lossy().into_owned();
-            let text = if m.file_type().is_symlink() {
+            names.push((
+                ent.file_name().to_string_lossy().into_owned(),
+                ft.is_symlink(),
+            ));
+        }
+        let read = |(name, link): &(String, bool)| {
+            let text = if *link {
                 Err(format!(
                     "{name} is a symlink (evd never follows links inside a store)"
                 ))
             } else {
-                fsio::read_text(&path).map_err(|e| e.to_string())
+                fsio::read_text(&dir.join(name)).map_err(|e| e.to_string())
             };
-            out.push(crate::verify::AuditFile { name, text });
+            crate::verify::AuditFile {
+                name: name.clone(),
+                text,
+            }
+        };
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 8);
+        let chunk = names.len().div_ceil(workers).max(512);
+        if names.len() <= chunk {
+            return Ok(names.iter().map(read).collect());
         }
-        Ok(out)
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = names
+                .chunks(chunk)
+                .map(|c| scope.spawn(move || c.iter().map(read).collect::<Vec<_>>()))
+                .collect();
+            let mut out = Vec::with_capacity(names.len());
+            for h in handles {
+                out.extend(h.join().map_err(|_| {
+                    Refusal::io("reading store: internal error while reading tick files")
+                })?);
+            }
+            Ok(out)
+        })
     }
 
     /// The shared append: write `ticks/<id>` durably, then move HEAD. Only a lock holder may
@@ -437,10 +499,7 @@ impl Store {
         }
         self.files.insert(
             tick.id.clone(),
-            Cached {
-                stamp: file_stamp,
-                entry: Entry::Tick(Arc::new(tick)),
-            },
+            Cached::new(file_stamp, Entry::Tick(Arc::new(tick))),
         );
         Ok(())
     }
@@ -493,17 +552,14 @@ fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
 /// Read one directory entry of `ticks/` into the cache.
 fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
     if m.file_type().is_symlink() {
-        return Cached {
-            stamp: None,
-            entry: Entry::Unreadable(format!(
+        return Cached::new(
+            None,
+            Entry::Unreadable(format!(
                 "{name} is a symlink (evd never follows links inside a store)"
             )),
-        };
+        );
     }
-    Cached {
-        stamp: stamp_of_regular(m),
-        entry: read_entry(path),
-    }
+    Cached::new(stamp_of_regular(m), read_entry(path))
 }
 
 fn is_suspect(c: &Cached) -> bool {

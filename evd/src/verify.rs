@@ -1,7 +1,7 @@
 //! The chain audit (`verify`), pure: it takes the tick files' names and texts and returns every
 //! violation and warning. The caller does the reading.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashMap;
 
 use proto::id::tick_id;
 use proto::json::q;
@@ -25,69 +25,139 @@ pub struct Audit {
     pub violations: Vec<String>,
 }
 
-/// Audit every file. `Err` is the whole-store failure upstream reports as
-/// `reading store: <file>: <error>` (a file that is not JSON).
-pub fn audit(files: &[AuditFile], schema_version: u64) -> Result<Audit, String> {
-    let mut sorted: Vec<&AuditFile> = files.iter().collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+/// What one slice of the files contributes; slices are audited in parallel and merged in order.
+#[derive(Default)]
+struct Part {
+    unknown_keys: Vec<String>,
+    imported_r5: Vec<String>,
+    violations: Vec<String>,
+    /// `(file name, parent_id)` of every file that parsed as a tick.
+    parents: Vec<(String, String)>,
+}
 
-    let mut values = Vec::with_capacity(sorted.len());
-    for f in &sorted {
+fn audit_part(files: &[&AuditFile], schema_version: u64) -> Result<Part, String> {
+    let mut part = Part::default();
+    for f in files {
         let text = f.text.as_ref().map_err(String::clone)?;
         let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", f.name))?;
-        values.push((f.name.as_str(), v));
-    }
-
-    let mut out = Audit::default();
-    let mut parsed: BTreeMap<&str, Tick> = BTreeMap::new();
-    for (name, v) in &values {
+        let name = f.name.as_str();
         if let Some(obj) = v.as_object() {
             for k in unknown_top_level_keys(obj) {
-                out.warnings.push(format!(
+                part.unknown_keys.push(format!(
                     "{name}: warning: tolerated unknown top-level field {} (schema_version {schema_version}) — a typo'd field name parses through but is ignored",
                     q(&k)
                 ));
             }
         }
-    }
-    for (name, v) in &values {
-        match Tick::from_value(v) {
-            Err(e) => out.violations.push(format!("{name}: R1/R2 {e}")),
+        match Tick::from_value(&v) {
+            Err(e) => part.violations.push(format!("{name}: R1/R2 {e}")),
             Ok(t) => {
-                per_file(name, &t, &mut out);
-                parsed.insert(name, t);
+                per_file(name, &t, &mut part);
+                part.parents.push((f.name.clone(), t.parent_id));
             }
         }
     }
-    for (name, t) in &parsed {
-        if !t.parent_id.is_empty() && !parsed.contains_key(t.parent_id.as_str()) {
-            out.violations.push(format!(
-                "{name}: parent_id {} does not resolve (R6)",
-                t.parent_id
-            ));
-        }
+    Ok(part)
+}
+
+/// Audit every file. `Err` is the whole-store failure upstream reports as
+/// `reading store: <file>: <error>` (a file that is not JSON). Output is in file-name order
+/// whatever the order of `files`.
+pub fn audit(files: &[AuditFile], schema_version: u64) -> Result<Audit, String> {
+    let mut sorted: Vec<&AuditFile> = files.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 8);
+    let chunk = sorted.len().div_ceil(workers).max(256);
+    let parts: Vec<Result<Part, String>> = if sorted.len() <= chunk {
+        vec![audit_part(&sorted, schema_version)]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = sorted
+                .chunks(chunk)
+                .map(|c| scope.spawn(move || audit_part(c, schema_version)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("internal error while auditing".to_string()))
+                })
+                .collect()
+        })
+    };
+    let mut out = Audit::default();
+    let mut imported_r5 = Vec::new();
+    let mut parents: Vec<(String, String)> = Vec::with_capacity(sorted.len());
+    for p in parts {
+        let p = p?;
+        out.warnings.extend(p.unknown_keys);
+        imported_r5.extend(p.imported_r5);
+        out.violations.extend(p.violations);
+        parents.extend(p.parents);
     }
-    for start in parsed.keys() {
-        let mut seen = HashSet::new();
-        let mut cur: &str = start;
-        loop {
-            if !seen.insert(cur) {
-                out.violations
-                    .push(format!("{start}: parent chain has a cycle (R6)"));
-                break;
-            }
-            match parsed.get(cur) {
-                Some(t) if !t.parent_id.is_empty() && parsed.contains_key(t.parent_id.as_str()) => {
-                    cur = t.parent_id.as_str()
-                }
-                _ => break,
-            }
-        }
-    }
+    out.warnings.extend(imported_r5);
+    chain_checks(&parents, &mut out.violations);
     Ok(out)
 }
 
-fn per_file(name: &str, t: &Tick, out: &mut Audit) {
+/// R6 over the parsed ticks (`parents` sorted by file name): unresolved parents, then every
+/// start whose parent walk revisits a tick — the ticks on a cycle and those whose ancestry runs
+/// into one. Linear time: each tick is walked once.
+fn chain_checks(parents: &[(String, String)], violations: &mut Vec<String>) {
+    let index: HashMap<&str, usize> = parents
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i))
+        .collect();
+    let parent: Vec<Option<usize>> = parents
+        .iter()
+        .map(|(_, p)| index.get(p.as_str()).copied())
+        .collect();
+    for (name, p) in parents {
+        if !p.is_empty() && !index.contains_key(p.as_str()) {
+            violations.push(format!("{name}: parent_id {p} does not resolve (R6)"));
+        }
+    }
+    #[derive(Clone, Copy, PartialEq)]
+    enum Walk {
+        Unknown,
+        OnPath,
+        Ends,
+        Loops,
+    }
+    let mut state = vec![Walk::Unknown; parents.len()];
+    let mut path = Vec::new();
+    for start in 0..parents.len() {
+        let mut cur = Some(start);
+        let verdict = loop {
+            match cur {
+                None => break Walk::Ends,
+                Some(i) => match state[i] {
+                    Walk::Unknown => {
+                        state[i] = Walk::OnPath;
+                        path.push(i);
+                        cur = parent[i];
+                    }
+                    Walk::OnPath | Walk::Loops => break Walk::Loops,
+                    Walk::Ends => break Walk::Ends,
+                },
+            }
+        };
+        for i in path.drain(..) {
+            state[i] = verdict;
+        }
+    }
+    for (i, (name, _)) in parents.iter().enumerate() {
+        if state[i] == Walk::Loops {
+            violations.push(format!("{name}: parent chain has a cycle (R6)"));
+        }
+    }
+}
+
+fn per_file(name: &str, t: &Tick, out: &mut Part) {
     let recomputed = tick_id(&t.decision, &t.observe, &t.grounds, &t.parent_id);
     if recomputed != name {
         out.violations.push(format!(
@@ -120,7 +190,7 @@ fn per_file(name: &str, t: &Tick, out: &mut Audit) {
         }
         for w in lint::r5_hits(text) {
             if imported {
-                out.warnings.push(format!("{name}: warning: R5 op language \"{w}\" in imported historical text (recorded, not authored — best-effort lint)"));
+                out.imported_r5.push(format!("{name}: warning: R5 op language \"{w}\" in imported historical text (recorded, not authored — best-effort lint)"));
             } else {
                 out.violations.push(format!(
                     "{name}: R5 forbidden op language \"{w}\" (best-effort lint)"
@@ -200,7 +270,9 @@ mod tests {
         let mut b = tick("aaaaaaaaaaaa", "b");
         b.id = "bbbbbbbbbbbb".into();
         let c = tick("ffffffffffff", "c");
-        let out = audit(&[file(&a), file(&b), file(&c)], 1).expect("readable");
+        let mut d = tick("aaaaaaaaaaaa", "d");
+        d.id = "dddddddddddd".into();
+        let out = audit(&[file(&a), file(&b), file(&c), file(&d)], 1).expect("readable");
         assert!(out.violations.contains(&format!(
             "{}: parent_id ffffffffffff does not resolve (R6)",
             c.id
@@ -211,5 +283,15 @@ mod tests {
         assert!(out
             .violations
             .contains(&"bbbbbbbbbbbb: parent chain has a cycle (R6)".to_string()));
+        // A tick whose ancestry runs into the cycle loops too (upstream walks from every start).
+        assert!(out
+            .violations
+            .contains(&"dddddddddddd: parent chain has a cycle (R6)".to_string()));
+        let cycles = out
+            .violations
+            .iter()
+            .filter(|v| v.contains("cycle"))
+            .count();
+        assert_eq!(cycles, 3);
     }
 }

@@ -9,29 +9,40 @@ use std::collections::HashSet;
 use proto::id::decision_identity;
 use proto::Tick;
 
-/// `ticks` are `(file name, tick)` pairs of every parseable tick. Returns the current ticks,
-/// newest first.
-pub fn current<'a>(ticks: &[(&'a str, &'a Tick)]) -> Vec<(&'a str, &'a Tick)> {
+/// `ticks` are `(file name, tick, decision identity)` of every parseable tick (the identity is
+/// [`decision_identity`] of the tick, passed in so a cache can compute it once). Returns the
+/// current ticks, newest first.
+pub fn current<'a>(ticks: &[(&'a str, &'a Tick, &'a str)]) -> Vec<(&'a str, &'a Tick)> {
     let superseded: HashSet<&str> = ticks
         .iter()
-        .filter_map(|(_, t)| t.supersedes.as_deref())
+        .filter_map(|(_, t, _)| t.supersedes.as_deref())
         .collect();
-    let mut ordered: Vec<(&str, &Tick)> = ticks
+    let mut ordered: Vec<(&str, &Tick, &str)> = ticks
         .iter()
-        .filter(|(file, _)| !superseded.contains(file))
+        .filter(|(file, _, _)| !superseded.contains(file))
         .copied()
         .collect();
-    sort_newest_first(&mut ordered);
+    ordered.sort_by(|a, b| b.1.held_since.cmp(&a.1.held_since).then(b.0.cmp(a.0)));
     let mut seen = HashSet::new();
     ordered
         .into_iter()
-        .filter(|(_, t)| seen.insert(decision_identity(&t.decision, &t.observe, &t.grounds)))
+        .filter(|(_, _, identity)| seen.insert(*identity))
+        .map(|(f, t, _)| (f, t))
         .collect()
 }
 
-/// `held_since` descending (string order), ties by file name descending.
-pub fn sort_newest_first(v: &mut [(&str, &Tick)]) {
-    v.sort_by(|a, b| b.1.held_since.cmp(&a.1.held_since).then(b.0.cmp(a.0)));
+/// The identity inputs for [`current`], computing each identity on the spot.
+pub fn with_identities<'a>(ticks: &[(&'a str, &'a Tick)]) -> Vec<(&'a str, &'a Tick, String)> {
+    ticks
+        .iter()
+        .map(|(f, t)| {
+            (
+                *f,
+                *t,
+                decision_identity(&t.decision, &t.observe, &t.grounds),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -78,7 +89,10 @@ mod tests {
             ("bbbbbbbbbbbb", &b),
             ("cccccccccccc", &c),
         ];
-        let ids: Vec<&str> = current(&all).iter().map(|(f, _)| *f).collect();
+        let owned = with_identities(&all);
+        let inputs: Vec<(&str, &Tick, &str)> =
+            owned.iter().map(|(f, t, i)| (*f, *t, i.as_str())).collect();
+        let ids: Vec<&str> = current(&inputs).iter().map(|(f, _)| *f).collect();
         // b is superseded, so a (same content, older) resurfaces.
         assert_eq!(ids, vec!["cccccccccccc", "aaaaaaaaaaaa"]);
     }
