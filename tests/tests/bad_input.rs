@@ -619,3 +619,69 @@ fn a_symlink_in_ticks_is_refused_by_name() {
         f.still_serving(&format!("{verb} with a symlink in ticks/"));
     }
 }
+
+#[test]
+fn a_connection_from_another_uid_is_dropped_unserved() {
+    // Switching uid needs root (CI runs as root); elsewhere this check cannot be made.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to connect as another uid");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    // Open the path up so only the daemon's peer-uid check stands between nobody and the API.
+    let sock = f.w.socket();
+    for (p, mode) in [
+        (f.w.rt.path().to_path_buf(), 0o711),
+        (f.w.rt_dir(), 0o711),
+        (sock.clone(), 0o666),
+    ] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    let body = call(
+        "ev.list",
+        serde_json::json!([{"context": {"store": f.store(&f.healthy)}}]),
+    );
+    let script = format!(
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect({sock:?})\n\
+         b={body:?}.encode()\n\
+         s.sendall(b'POST / HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n' % len(b) + b)\n\
+         got=b''\n\
+         try:\n  while True:\n    c=s.recv(65536)\n    if not c: break\n    got+=c\nexcept OSError: pass\n\
+         print(len(got))\n",
+        sock = sock.display().to_string(),
+    );
+    // An interpreter the other uid may execute (not a per-user shim under /root).
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a system python3 (apt-get install python3)");
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            python,
+            "-c",
+            &script,
+        ])
+        .output()
+        .expect("setpriv");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "0",
+        "another uid connected but must get no answer at all"
+    );
+    let log = std::fs::read_to_string(f.w.rt_dir().join("evd.log")).unwrap_or_default();
+    assert!(
+        log.contains("rejected a connection from another user"),
+        "{log}"
+    );
+    f.still_serving("a connection from another uid");
+}
