@@ -512,120 +512,90 @@ fn edit_json(repo: &Repo, id: &str, f: impl FnOnce(&mut serde_json::Value)) {
     std::fs::write(&p, serde_json::to_string_pretty(&v).expect("ser")).expect("write");
 }
 
+/// How a tampering case damages the store: a JSON edit of one tick on the chain (by position,
+/// 0 = HEAD), or a change to the files themselves.
+enum Damage {
+    Edit(usize, fn(&mut serde_json::Value)),
+    Remove(usize),
+    Truncate(usize),
+    Write(&'static str, &'static [u8]),
+}
+
 #[test]
 fn tampered_upstream_stores_verify_and_list_like_upstream() {
     let w = World::new();
     let base = upstream_store(&w);
     let ids = chain(&base);
-    let (newest, middle, oldest) = (ids[0].clone(), ids[1].clone(), ids[ids.len() - 1].clone());
-    type Tamper = Box<dyn Fn(&Repo)>;
-    let tampers: Vec<(&str, Tamper)> = vec![
+    let (last, middle) = (ids.len() - 1, 1);
+    // (case, damage, verify exit code): a tolerated unknown top-level key is only a warning.
+    let cases: Vec<(&str, Damage, i32)> = vec![
         (
             "edited decision",
-            Box::new({
-                let id = middle.clone();
-                move |r: &Repo| edit_json(r, &id, |v| v["decision"] = "rewritten by hand".into())
-            }),
+            Damage::Edit(middle, |v| v["decision"] = "rewritten by hand".into()),
+            1,
         ),
         (
             "wrong id field",
-            Box::new({
-                let id = newest.clone();
-                move |r: &Repo| edit_json(r, &id, |v| v["id"] = "000000000000".into())
-            }),
+            Damage::Edit(0, |v| v["id"] = "000000000000".into()),
+            1,
         ),
         (
             "blank blame",
-            Box::new({
-                let id = oldest.clone();
-                move |r: &Repo| edit_json(r, &id, |v| v["blame"] = "  ".into())
-            }),
+            Damage::Edit(last, |v| v["blame"] = "  ".into()),
+            1,
         ),
         (
             "unknown top-level key",
-            Box::new({
-                let id = middle.clone();
-                move |r: &Repo| edit_json(r, &id, |v| v["reviewer"] = "x".into())
-            }),
+            Damage::Edit(middle, |v| v["reviewer"] = "x".into()),
+            0,
         ),
         (
             "unknown ground key",
-            Box::new({
-                let id = oldest.clone();
-                move |r: &Repo| edit_json(r, &id, |v| v["grounds"][0]["weight"] = 3.into())
-            }),
+            Damage::Edit(last, |v| v["grounds"][0]["weight"] = 3.into()),
+            1,
         ),
         (
             "bad jurisdiction",
-            Box::new({
-                let id = newest.clone();
-                move |r: &Repo| edit_json(r, &id, |v| v["jurisdiction"] = "Z".into())
-            }),
+            Damage::Edit(0, |v| v["jurisdiction"] = "Z".into()),
+            1,
         ),
         (
             "C/D with a test",
-            Box::new({
-                let id = ids[ids.len() - 2].clone();
-                move |r: &Repo| edit_json(r, &id, |v| v["jurisdiction"] = "D".into())
-            }),
+            Damage::Edit(last - 1, |v| v["jurisdiction"] = "D".into()),
+            1,
         ),
         (
             "lint words",
-            Box::new({
-                let id = middle.clone();
-                move |r: &Repo| {
-                    edit_json(r, &id, |v| {
-                        v["observe"] = "we Self-Improve and auto-close".into();
-                        v["provenance"] = "imported".into();
-                    })
-                }
+            Damage::Edit(middle, |v| {
+                v["observe"] = "we Self-Improve and auto-close".into();
+                v["provenance"] = "imported".into();
             }),
+            1,
         ),
-        (
-            "deleted middle tick",
-            Box::new({
-                let id = middle.clone();
-                move |r: &Repo| {
-                    std::fs::remove_file(r.ev_dir().join("ticks").join(&id)).expect("rm")
-                }
-            }),
-        ),
-        (
-            "not an object",
-            Box::new(|r: &Repo| {
-                std::fs::write(r.ev_dir().join("ticks/notes"), "[1,2]").expect("write")
-            }),
-        ),
-        (
-            "truncated tick",
-            Box::new({
-                let id = newest.clone();
-                move |r: &Repo| {
-                    let p = r.ev_dir().join("ticks").join(&id);
-                    let t = std::fs::read_to_string(&p).expect("read");
-                    std::fs::write(&p, &t[..t.len() / 2]).expect("write");
-                }
-            }),
-        ),
+        ("deleted middle tick", Damage::Remove(middle), 1),
+        ("not an object", Damage::Write("notes", b"[1,2]"), 1),
+        ("truncated tick", Damage::Truncate(0), 1),
         (
             "binary junk",
-            Box::new(|r: &Repo| {
-                std::fs::write(r.ev_dir().join("ticks/.DS_Store"), [0xff, 0xfe, 0x00])
-                    .expect("write")
-            }),
+            Damage::Write(".DS_Store", &[0xff, 0xfe, 0x00]),
+            1,
         ),
     ];
-    for (name, tamper) in tampers {
+    for (name, damage, want) in cases {
         let repo = copy_store(&base);
-        tamper(&repo);
-        eprintln!("case: {name}");
+        let tick = |i: usize| repo.ev_dir().join("ticks").join(&ids[i]);
+        match damage {
+            Damage::Edit(i, f) => edit_json(&repo, &ids[i], f),
+            Damage::Remove(i) => std::fs::remove_file(tick(i)).expect("rm"),
+            Damage::Truncate(i) => {
+                let t = std::fs::read_to_string(tick(i)).expect("read");
+                std::fs::write(tick(i), &t[..t.len() / 2]).expect("write");
+            }
+            Damage::Write(file, bytes) => {
+                std::fs::write(repo.ev_dir().join("ticks").join(file), bytes).expect("write")
+            }
+        }
         let r = same_verify(&w, repo.path());
-        // A tolerated unknown top-level key is a warning, never a violation.
-        let want = if name == "unknown top-level key" {
-            0
-        } else {
-            1
-        };
         assert_eq!(r.code, want, "{name}: {r:?}");
         same_read(&w, repo.path(), &["list"]);
         same_read(&w, repo.path(), &["log"]);
