@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use evd::store::Store;
-use evd::{ops, paths};
+use evd::{paths, verbs};
 use jsonrpsee::core::client::{Client, Error as ClientError};
 use proto::rpc::{
     codes, Context, DecideRequest, EvApiClient, FromGit, IdRequest, Refusal, StoreRequest,
@@ -333,7 +333,7 @@ impl Session {
                     let req = req.clone();
                     async move { c.init(req).await }
                 },
-                || local_write(&ctx, ops::init),
+                || local_write(&ctx, verbs::init),
             )
             .await;
         let json = self.json;
@@ -352,7 +352,7 @@ impl Session {
                     let req = req.clone();
                     async move { c.show(req).await }
                 },
-                || local_read(&ctx, |s| ops::show(s, id)),
+                || local_read(&ctx, |s| verbs::show(s, id)),
             )
             .await;
         let json = self.json;
@@ -378,7 +378,7 @@ impl Session {
                     let req = req.clone();
                     async move { c.list(req).await }
                 },
-                || local_read(&ctx, ops::list),
+                || local_read(&ctx, verbs::list),
             )
             .await;
         let style = Style::detect(g.color.as_deref(), g.plain);
@@ -397,7 +397,7 @@ impl Session {
                     let req = req.clone();
                     async move { c.log(req).await }
                 },
-                || local_read(&ctx, ops::log),
+                || local_read(&ctx, verbs::log),
             )
             .await;
         let style = Style::detect(g.color.as_deref(), g.plain);
@@ -409,7 +409,7 @@ impl Session {
         let json = self.json;
         if self_test {
             // Pure computation: no store, no daemon needed.
-            return render::verify(&ops::self_test(), json);
+            return render::verify(&verbs::self_test(), json);
         }
         let ctx = self.context(true, context::Needs::default());
         let req = VerifyRequest {
@@ -422,7 +422,7 @@ impl Session {
                     let req = req.clone();
                     async move { c.verify(req).await }
                 },
-                || local_read(&ctx, |s| ops::verify(s, false)),
+                || local_read(&ctx, |s| verbs::verify(s, false)),
             )
             .await;
         self.finish(r, |v| render::verify(v, json))
@@ -537,7 +537,7 @@ async fn decide(tokens: &[String], mut g: Globals) -> Out {
                 let req = req.clone();
                 async move { c.decide(req).await }
             },
-            || local_write(&ctx, |s| ops::decide(s, &req)),
+            || local_write(&ctx, |s| verbs::decide(s, &req)),
         )
         .await;
     let json = g.json;

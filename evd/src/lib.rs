@@ -1,21 +1,20 @@
-//! evd: the daemon that owns `.evolving/` stores. Pure logic (the decide rules, the current
-//! view, the audit) sits beside the I/O (store, locks, files) and the server, and evctl's
-//! in-process fallback calls the same [`ops`] the daemon serves.
+//! evd: the daemon that owns `.evolving/` stores. Pure logic (the verb rules, the current view,
+//! the audit) sits beside the I/O (store, locks, files) and the server, and evctl's in-process
+//! fallback calls the same [`verbs`] the daemon serves.
 
+pub mod audit;
 pub mod clock;
 pub mod config;
-pub mod decide;
 pub mod dirwatch;
 pub mod events;
 pub mod fsio;
 pub mod lint;
 pub mod lock;
-pub mod ops;
 pub mod paths;
 pub mod registry;
 pub mod server;
 pub mod store;
 pub mod systemd;
 pub mod users;
-pub mod verify;
+pub mod verbs;
 pub mod view;

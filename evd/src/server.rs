@@ -17,9 +17,9 @@ use proto::rpc::{
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::ops;
 use crate::registry::Registry;
 use crate::store::Store;
+use crate::verbs;
 
 /// The daemon's shared state.
 pub struct Daemon {
@@ -136,7 +136,7 @@ impl EvApiServer for Rpc {
         let actor = self.0.registry.actor(&req.context)?;
         let out = actor
             .run(|store| {
-                let r = ops::init(store)?;
+                let r = verbs::init(store)?;
                 store.acquire("evd")?;
                 Ok(r)
             })
@@ -146,28 +146,28 @@ impl EvApiServer for Rpc {
 
     async fn decide(&self, req: DecideRequest) -> RpcResult<DecideResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| ops::decide(s, &req)).await
+        on_store(&self.0, &ctx, move |s| verbs::decide(s, &req)).await
     }
 
     async fn show(&self, req: IdRequest) -> RpcResult<ShowResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| ops::show(s, &req.id)).await
+        on_store(&self.0, &ctx, move |s| verbs::show(s, &req.id)).await
     }
 
     async fn list(&self, req: StoreRequest) -> RpcResult<ListResult> {
-        on_store(&self.0, &req.context, ops::list).await
+        on_store(&self.0, &req.context, verbs::list).await
     }
 
     async fn log(&self, req: StoreRequest) -> RpcResult<LogResult> {
-        on_store(&self.0, &req.context, ops::log).await
+        on_store(&self.0, &req.context, verbs::log).await
     }
 
     async fn verify(&self, req: VerifyRequest) -> RpcResult<VerifyResult> {
         if req.self_test {
-            return Ok(ops::self_test());
+            return Ok(verbs::self_test());
         }
         on_store(&self.0, &req.context, |s| {
-            let r = ops::verify(s, false);
+            let r = verbs::verify(s, false);
             // The audit reads and parses every file on several threads; hand the transient
             // memory back so a long-lived daemon does not keep the peak.
             // SAFETY: malloc_trim only releases free heap pages.

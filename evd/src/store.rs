@@ -420,7 +420,7 @@ impl Store {
 
     /// Read every tick file fresh from disk, bypassing the cache (for the audit). The reads are
     /// spread over the available cores.
-    pub fn read_all_fresh(&self) -> Result<Vec<crate::verify::AuditFile>, Refusal> {
+    pub fn read_all_fresh(&self) -> Result<Vec<crate::audit::AuditFile>, Refusal> {
         let dir = self.ticks_dir();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         let mut names = Vec::new();
@@ -444,7 +444,7 @@ impl Store {
             } else {
                 fsio::read_text(&dir.join(name)).map_err(|e| e.to_string())
             };
-            crate::verify::AuditFile {
+            crate::audit::AuditFile {
                 name: name.clone(),
                 text,
             }

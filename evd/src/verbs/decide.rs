@@ -1,9 +1,14 @@
-//! `decide` without I/O: turn a request into the tick it would write, raising every refusal in
-//! upstream's order (commands.md §3.3). The store supplies HEAD and the clock afterwards.
+//! `decide`: turn a request into the tick it would write, raising every refusal in upstream's
+//! order (commands.md §3.3), then hand it to the shared write path. The rules are pure; only
+//! [`decide`] touches the store.
 
 use proto::model::{is_40_lower_hex, Check, Ground, Liveness};
-use proto::rpc::{Context, DecideRequest, DraftGround, DraftKind, FromGit, Refusal, Warning};
+use proto::rpc::{Context, DecideRequest, DecideResult, DraftGround, DraftKind, FromGit, Refusal};
 use proto::vocab;
+
+use super::tick_value;
+use super::write_path::{self, NewTick};
+use crate::store::Store;
 
 /// Everything of a new tick except what the store decides (parent, time, id).
 #[derive(Debug, Clone, PartialEq)]
@@ -321,29 +326,30 @@ pub fn build(req: &DecideRequest) -> Result<Draft, Refusal> {
     })
 }
 
-/// Step 1 and 2 of the shared write path: the detect-only lock, then the R3 warnings.
-pub fn write_path_checks(
-    decision: &str,
-    observe: &str,
-    grounds: &[Ground],
-    jurisdiction: Option<&str>,
-) -> Result<Vec<Warning>, Refusal> {
-    if vocab::is_detect_only(jurisdiction) && proto::model::has_test_check(grounds) {
-        return Err(refuse(
-            "detect_only_test",
-            "a detect-only (C/D) jurisdiction cannot carry a runnable test check — a detect-only decision never gates, so it holds no test binding",
-        ));
-    }
-    let texts = [decision, observe]
-        .into_iter()
-        .chain(grounds.iter().map(|g| g.claim.as_str()));
-    Ok(texts
-        .flat_map(crate::lint::r3_hits)
-        .map(|w| Warning {
-            kind: "r3_lint".into(),
-            message: crate::lint::r3_warning(w),
-        })
-        .collect())
+/// `decide`: validate, then the shared write path. Writes need the store lock (held by the
+/// caller); a dry run writes nothing.
+pub fn decide(store: &mut Store, req: &DecideRequest) -> Result<DecideResult, Refusal> {
+    let draft = build(req)?;
+    let new = NewTick {
+        decision: draft.decision,
+        observe: draft.observe,
+        grounds: draft.grounds,
+        blame: draft.blame,
+        authority: draft.authority,
+        jurisdiction: draft.jurisdiction,
+        source_ref: draft.source_ref.map(proto::SourceRef::Text),
+        provenance: None,
+        supersedes: None,
+        ratifies: None,
+    };
+    let (tick, warnings) = write_path::write(store, new, "decide", req.dry_run)?;
+    Ok(DecideResult {
+        id: tick.id.clone(),
+        ground_count: tick.grounds.len(),
+        dry_run: req.dry_run,
+        tick: tick_value(&tick.id, &tick),
+        warnings,
+    })
 }
 
 #[cfg(test)]

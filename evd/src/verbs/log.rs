@@ -1,0 +1,48 @@
+//! `log`: the chain from HEAD back to genesis.
+
+use proto::rpc::{LogEntry, LogResult, Refusal};
+
+use crate::store::{Entry, Store};
+
+/// `log`: walk `parent_id` from HEAD. A missing tick ends the walk (broken lineage); an
+/// unreadable one is reported after the rows read so far.
+pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
+    store.require()?;
+    let mut cur = store.head()?;
+    let mut out = LogResult {
+        entries: Vec::new(),
+        broken_at: None,
+        unreadable: None,
+    };
+    let mut seen = std::collections::HashSet::new();
+    while !cur.is_empty() && seen.insert(cur.clone()) {
+        let entry = if proto::vocab::is_tick_id(&cur) {
+            store.entry(&cur)?
+        } else {
+            None
+        };
+        match entry {
+            None => {
+                out.broken_at = Some(cur);
+                break;
+            }
+            Some(Entry::Invalid(e)) | Some(Entry::NotJson(e)) | Some(Entry::Unreadable(e)) => {
+                out.unreadable = Some((cur, e));
+                break;
+            }
+            Some(Entry::Tick(t)) => {
+                out.entries.push(LogEntry {
+                    id: t.id.clone(),
+                    status: t.status.clone(),
+                    decision: t.decision.clone(),
+                    blame: t.blame.clone(),
+                    provenance: t.provenance.clone(),
+                    supersedes: t.supersedes.clone(),
+                    ratifies: t.ratifies.clone(),
+                });
+                cur = t.parent_id.clone();
+            }
+        }
+    }
+    Ok(out)
+}

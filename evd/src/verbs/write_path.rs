@@ -1,0 +1,94 @@
+//! The single write path every tick-writing verb funnels into (commands.md §0.5): the
+//! detect-only lock, the R3 warnings, the no-store refusal, then parent = HEAD, the clock, the id,
+//! and (unless previewing) the durable append and its event.
+
+use proto::rpc::{Refusal, Warning};
+use proto::{Ground, SourceRef, Tick};
+
+use crate::store::Store;
+
+/// A tick about to be written: everything but parent, time and id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTick {
+    pub decision: String,
+    pub observe: String,
+    pub grounds: Vec<Ground>,
+    pub blame: String,
+    pub authority: Option<String>,
+    pub jurisdiction: Option<String>,
+    pub source_ref: Option<SourceRef>,
+    pub provenance: Option<String>,
+    pub supersedes: Option<String>,
+    pub ratifies: Option<String>,
+}
+
+/// Steps 1 and 2: the detect-only lock, then one R3 warning per (text, word).
+pub fn checks(
+    decision: &str,
+    observe: &str,
+    grounds: &[Ground],
+    jurisdiction: Option<&str>,
+) -> Result<Vec<Warning>, Refusal> {
+    if proto::vocab::is_detect_only(jurisdiction) && proto::model::has_test_check(grounds) {
+        return Err(Refusal::refused(
+            "detect_only_test",
+            "a detect-only (C/D) jurisdiction cannot carry a runnable test check — a detect-only decision never gates, so it holds no test binding",
+        ));
+    }
+    let texts = [decision, observe]
+        .into_iter()
+        .chain(grounds.iter().map(|g| g.claim.as_str()));
+    Ok(texts
+        .flat_map(crate::lint::r3_hits)
+        .map(|w| Warning {
+            kind: "r3_lint".into(),
+            message: crate::lint::r3_warning(w),
+        })
+        .collect())
+}
+
+/// Run the whole path for `new`. With `preview`, nothing is written (no tick, HEAD or event);
+/// the returned tick is the one a real write would mint if HEAD does not move meanwhile.
+/// `op` names the event appended on a real write. Refusals carry the warnings emitted before
+/// them.
+pub fn write(
+    store: &mut Store,
+    new: NewTick,
+    op: &str,
+    preview: bool,
+) -> Result<(Tick, Vec<Warning>), Refusal> {
+    let warnings = checks(
+        &new.decision,
+        &new.observe,
+        &new.grounds,
+        new.jurisdiction.as_deref(),
+    )?;
+    let with = |r: Refusal| r.with_warnings(warnings.clone());
+    store.require().map_err(with)?;
+    let parent_id = store.head().map_err(with)?;
+    let now = crate::clock::now();
+    let id = proto::id::tick_id(&new.decision, &new.observe, &new.grounds, &parent_id);
+    let tick = Tick {
+        decision: new.decision,
+        observe: new.observe,
+        grounds: new.grounds,
+        parent_id,
+        id,
+        status: "live".into(),
+        held_since: crate::clock::format(now),
+        blame: new.blame,
+        authority: new.authority,
+        jurisdiction: new.jurisdiction,
+        source_ref: new.source_ref,
+        provenance: new.provenance,
+        supersedes: new.supersedes,
+        ratifies: new.ratifies,
+        unknown_keys: Vec::new(),
+    };
+    if !preview {
+        let event = crate::events::tick_event(op, &tick, now);
+        store.append(tick.clone()).map_err(with)?;
+        store.append_event(&event);
+    }
+    Ok((tick, warnings))
+}
