@@ -225,6 +225,36 @@ pub fn walk(
     Ok(w)
 }
 
+/// The re-tag stream of `supersede <id>`: flat `<flag> <value>` pairs of `--authority`,
+/// `--jurisdiction`, `--provenance` and `--blame` (a repeat wins). Vocabulary is checked by evd,
+/// after the store and target, as upstream orders it.
+pub fn retag_stream(stream: &[String]) -> Result<(proto::rpc::RetagTags, Option<String>), String> {
+    let mut tags = proto::rpc::RetagTags::default();
+    let mut blame = None;
+    let mut i = 0;
+    while i < stream.len() {
+        let flag = stream[i].as_str();
+        let slot = match flag {
+            "--authority" => &mut tags.authority,
+            "--jurisdiction" => &mut tags.jurisdiction,
+            "--provenance" => &mut tags.provenance,
+            "--blame" => &mut blame,
+            _ => {
+                return Err(format!(
+                    "ev supersede: unexpected argument {} — re-tag accepts --authority / --jurisdiction / --provenance / --blame; pass a new ruling text to overturn",
+                    q(flag)
+                ))
+            }
+        };
+        let value = stream
+            .get(i + 1)
+            .ok_or_else(|| format!("{flag} needs a value"))?;
+        *slot = Some(value.clone());
+        i += 2;
+    }
+    Ok((tags, blame))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,25 +5,19 @@ mod client;
 mod context;
 mod grammar;
 mod render;
+mod session;
 mod style;
+mod verbs;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
-use evd::store::Store;
-use evd::{paths, verbs};
-use jsonrpsee::core::client::{Client, Error as ClientError};
-use proto::rpc::{
-    codes, Context, DecideRequest, EvApiClient, FromGit, IdRequest, Refusal, StoreRequest,
-    VerifyRequest,
-};
+use proto::rpc::Refusal;
 
 use crate::grammar::Globals;
 use crate::render::Out;
-use crate::style::Style;
+use crate::session::Session;
 
 /// evctl — decision memory for your repository, served live by evd.
 ///
@@ -106,6 +100,86 @@ enum Cmd {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Record an agent's proposal: unbound, agent-proposed, awaiting a human.
+    ///
+    /// evctl propose "<decision>" [--observe …] [--assume …]… [--reject "<opt>: <why>"]…
+    ///               [--jurisdiction …] [--source-ref <key>] [--blame <agent>] [--json]
+    ///
+    /// The same left-to-right stream as decide, but a proposal carries no check and no authority:
+    /// --assume-test, --counter-test, --on-platform, --triggered-by, --surface,
+    /// --verified-at-sha, --revisit and --authority are refused anywhere. Blame defaults to
+    /// $EV_AGENT_ID, else `agent` (never your git identity). With --source-ref, proposing the same
+    /// key again is a no-op that reports the existing proposal.
+    #[command(verbatim_doc_comment)]
+    Propose {
+        /// The decision text, then the flag stream.
+        #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Raise an agent proposal to a user-ruled, human-now decision (a named human signs it).
+    Ratify {
+        /// The proposal's 12-hex id.
+        id: String,
+        /// The human who ratifies (required, never filled in for you).
+        #[arg(long)]
+        blame: String,
+    },
+    /// List the agent proposals awaiting ratification, newest first.
+    Pending {
+        /// Only proposals with this source_ref (its dedup key, e.g. `R2289`).
+        #[arg(long, value_name = "KEY")]
+        source_ref: Option<String>,
+    },
+    /// Bind a test to an unbound ground of HEAD after the fact (writes a child tick).
+    ///
+    /// The target is the only unbound ground, a ground's claim, or its zero-based index.
+    /// A rejected road takes a test only with --authority user-ruled (a tripwire).
+    #[command(verbatim_doc_comment)]
+    Guard {
+        /// The test that passes while the claim holds.
+        #[arg(allow_hyphen_values = true)]
+        selector: String,
+        /// HEAD's id (guard only amends the current HEAD).
+        id: String,
+        /// The ground: its claim, or its zero-based index among all grounds.
+        target: Option<String>,
+        /// The test that flips red if the claim breaks.
+        #[arg(long, allow_hyphen_values = true)]
+        counter_test: String,
+        /// Where the test must keep running (repeatable, at least one).
+        #[arg(long = "on-platform", value_name = "P")]
+        platforms: Vec<String>,
+        /// A path whose change makes the last run stale (repeatable, at least one).
+        #[arg(long = "triggered-by", value_name = "PATH")]
+        triggered_by: Vec<String>,
+        /// What the test guards (repeatable, at least one).
+        #[arg(long = "surface", value_name = "S")]
+        surfaces: Vec<String>,
+        /// The commit the test was verified at (default: git HEAD).
+        #[arg(long, value_name = "SHA")]
+        verified_at_sha: Option<String>,
+        /// Who is on the hook (default: git config user.name).
+        #[arg(long)]
+        blame: Option<String>,
+        /// user-ruled | agent-disposable (the child's only; not inherited).
+        #[arg(long)]
+        authority: Option<String>,
+    },
+    /// Replace a prior ruling: re-tag it, or overturn it with a new one.
+    ///
+    /// evctl supersede <id> [--authority …] [--jurisdiction …] [--provenance …] [--blame …]
+    ///     re-tag: copy the decision verbatim and fix a standing tag
+    /// evctl supersede <id> "<new ruling>" --assume "<why the old one no longer holds>" [decide stream…]
+    ///     overturn: a fresh ruling with its own grounds
+    ///
+    /// Either way the child carries `supersedes <id>`; the old tick stays as history and leaves
+    /// list, brief, pending and check.
+    #[command(verbatim_doc_comment)]
+    Supersede {
+        /// The id, then an optional new ruling, then the flag stream.
+        #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Print one tick's file exactly as stored.
     Show {
         /// The 12-hex tick id.
@@ -155,6 +229,14 @@ fn main() -> ExitCode {
     ExitCode::from(out.code)
 }
 
+/// A subcommand's long help, for the verbs that read their own stream.
+pub fn long_help(verb: &str) -> String {
+    let mut cmd = Cli::command();
+    cmd.find_subcommand_mut(verb)
+        .map(|c| c.render_long_help().to_string())
+        .unwrap_or_default()
+}
+
 /// The decide-family verbs read their own stream; everything else goes through clap.
 async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
     let mut g = Globals::default();
@@ -162,8 +244,12 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Ok(n) => n,
         Err(_) => clap_only(argv),
     };
-    if args.get(lead).map(String::as_str) == Some("decide") {
-        return decide(&args[lead + 1..], g).await;
+    let rest = args.get(lead + 1..).unwrap_or_default();
+    match args.get(lead).map(String::as_str) {
+        Some("decide") => return verbs::decide(rest, g).await,
+        Some("propose") => return verbs::propose(rest, g).await,
+        Some("supersede") => return verbs::supersede(rest, g).await,
+        _ => {}
     }
     let cli = Cli::parse_from(argv);
     let g = Globals {
@@ -176,16 +262,50 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         json: cli.json,
         store: cli.store,
     };
-    let mut session = Session::new(&g);
+    let mut s = Session::new(&g);
     match cli.command {
-        Cmd::Init => session.init().await,
-        Cmd::Decide { .. } => unreachable_decide(),
-        Cmd::Show { id } => session.show(&id).await,
-        Cmd::List => session.list(&g).await,
-        Cmd::Log => session.log(&g).await,
-        Cmd::Verify { self_test } => session.verify(self_test).await,
-        Cmd::Status => status(&g).await,
-        Cmd::Shutdown => shutdown(&g).await,
+        Cmd::Init => verbs::init(&mut s).await,
+        Cmd::Decide { .. } | Cmd::Propose { .. } | Cmd::Supersede { .. } => {
+            // Dispatched above, before clap; reaching here means argv changed under us.
+            render::refusal(
+                &Refusal::refused("internal", "stream verb was not dispatched"),
+                g.json,
+            )
+        }
+        Cmd::Ratify { id, blame } => verbs::ratify(&mut s, id, blame).await,
+        Cmd::Pending { source_ref } => verbs::pending(&mut s, &g, source_ref).await,
+        Cmd::Guard {
+            selector,
+            id,
+            target,
+            counter_test,
+            platforms,
+            triggered_by,
+            surfaces,
+            verified_at_sha,
+            blame,
+            authority,
+        } => {
+            let a = verbs::GuardArgs {
+                selector,
+                id,
+                target,
+                counter_test,
+                platforms,
+                triggered_by,
+                surfaces,
+                verified_at_sha,
+                blame,
+                authority,
+            };
+            verbs::guard(&mut s, a).await
+        }
+        Cmd::Show { id } => verbs::show(&mut s, &id).await,
+        Cmd::List => verbs::list(&mut s, &g).await,
+        Cmd::Log => verbs::log(&mut s, &g).await,
+        Cmd::Verify { self_test } => verbs::verify(&mut s, self_test).await,
+        Cmd::Status => verbs::status(&g).await,
+        Cmd::Shutdown => verbs::shutdown(&g).await,
     }
 }
 
@@ -193,400 +313,4 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
 fn clap_only(argv: Vec<OsString>) -> ! {
     Cli::parse_from(argv);
     std::process::exit(2)
-}
-
-fn unreachable_decide() -> Out {
-    // `decide` is dispatched before clap; reaching here means argv changed under us.
-    render::refusal(
-        &Refusal::refused("internal", "decide was not dispatched"),
-        false,
-    )
-}
-
-/// Where a verb is answered.
-struct Session {
-    cwd: PathBuf,
-    explicit_store: Option<String>,
-    json: bool,
-    no_daemon: bool,
-    rt_dir: PathBuf,
-    conn: Option<client::Conn>,
-    unreachable: Option<String>,
-}
-
-fn unavailable(e: &ClientError) -> bool {
-    !matches!(e, ClientError::Call(_))
-}
-
-impl Session {
-    fn new(g: &Globals) -> Session {
-        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        Session {
-            cwd,
-            explicit_store: g.store.clone(),
-            json: g.json,
-            no_daemon: std::env::var("EVD_NO_DAEMON").is_ok_and(|v| !v.is_empty() && v != "0"),
-            rt_dir: paths::runtime_dir(),
-            conn: None,
-            unreachable: None,
-        }
-    }
-
-    fn root(&self, walk_up: bool) -> PathBuf {
-        context::store_root(self.explicit_store.as_deref(), &self.cwd, walk_up)
-    }
-
-    fn context(&self, walk_up: bool, needs: context::Needs) -> Context {
-        context::build(&self.root(walk_up), &self.cwd, needs)
-    }
-
-    /// The daemon, connected (and started) on first use; `None` when it cannot be reached.
-    async fn daemon(&mut self) -> Option<Arc<Client>> {
-        if self.no_daemon || self.unreachable.is_some() {
-            return None;
-        }
-        if self.conn.is_none() {
-            match client::connect_or_start(&self.rt_dir).await {
-                Ok(c) => self.conn = Some(c),
-                Err(e) => {
-                    if std::env::var_os("EVCTL_DEBUG").is_some() {
-                        eprintln!("evctl: evd unreachable ({e}); answering in-process");
-                    }
-                    self.unreachable = Some(e);
-                    return None;
-                }
-            }
-        }
-        self.conn.as_ref().map(|c| Arc::clone(&c.client))
-    }
-
-    /// Call the daemon. `None`: no daemon could be reached. A daemon that answers "stopping"
-    /// did not run the request, so it is retried once against the next daemon.
-    async fn rpc<R, Fut>(
-        &mut self,
-        call: impl Fn(Arc<Client>) -> Fut,
-    ) -> Option<Result<R, ClientError>>
-    where
-        Fut: std::future::Future<Output = Result<R, ClientError>>,
-    {
-        for attempt in 0..2 {
-            let c = self.daemon().await?;
-            let r = call(c).await;
-            let stopping = matches!(&r, Err(ClientError::Call(e)) if e.code() == codes::STOPPING);
-            if stopping && attempt == 0 {
-                self.conn = None;
-                client::wait_daemon_gone(&self.rt_dir).await;
-                continue;
-            }
-            return Some(r);
-        }
-        None
-    }
-
-    /// A read: the daemon's answer, or the same engine in-process when it cannot be reached.
-    async fn read<R, Fut>(
-        &mut self,
-        call: impl Fn(Arc<Client>) -> Fut,
-        local: impl FnOnce() -> Result<R, Refusal>,
-    ) -> Result<R, Refusal>
-    where
-        Fut: std::future::Future<Output = Result<R, ClientError>>,
-    {
-        match self.rpc(call).await {
-            Some(Err(e)) if unavailable(&e) => local(),
-            Some(r) => r.map_err(call_error),
-            None => local(),
-        }
-    }
-
-    /// A write: the daemon's answer; in-process (under the store lock) only when no daemon
-    /// could be reached at all. A write whose answer was lost is reported, never retried.
-    async fn write<R, Fut>(
-        &mut self,
-        call: impl Fn(Arc<Client>) -> Fut,
-        local: impl FnOnce() -> Result<R, Refusal>,
-    ) -> Result<R, Refusal>
-    where
-        Fut: std::future::Future<Output = Result<R, ClientError>>,
-    {
-        match self.rpc(call).await {
-            Some(r) => r.map_err(call_error),
-            None => local(),
-        }
-    }
-
-    fn finish<T>(&self, r: Result<T, Refusal>, render: impl FnOnce(&T) -> Out) -> Out {
-        match r {
-            Ok(v) => render(&v),
-            Err(e) => render::refusal(&e, self.json),
-        }
-    }
-
-    async fn init(&mut self) -> Out {
-        let ctx = self.context(false, context::Needs::default());
-        let req = StoreRequest {
-            context: ctx.clone(),
-        };
-        let r = self
-            .write(
-                |c| {
-                    let req = req.clone();
-                    async move { c.init(req).await }
-                },
-                || local_write(&ctx, verbs::init),
-            )
-            .await;
-        let json = self.json;
-        self.finish(r, |v| render::init(v, json))
-    }
-
-    async fn show(&mut self, id: &str) -> Out {
-        let ctx = self.context(true, context::Needs::default());
-        let req = IdRequest {
-            context: ctx.clone(),
-            id: id.to_string(),
-        };
-        let r = self
-            .read(
-                |c| {
-                    let req = req.clone();
-                    async move { c.show(req).await }
-                },
-                || local_read(&ctx, |s| verbs::show(s, id)),
-            )
-            .await;
-        let json = self.json;
-        self.finish(r, |v| {
-            let mut out = Out::default();
-            if json {
-                out.json(v);
-            } else {
-                out.line(&v.raw);
-            }
-            out
-        })
-    }
-
-    async fn list(&mut self, g: &Globals) -> Out {
-        let ctx = self.context(true, context::Needs::default());
-        let req = StoreRequest {
-            context: ctx.clone(),
-        };
-        let r = self
-            .read(
-                |c| {
-                    let req = req.clone();
-                    async move { c.list(req).await }
-                },
-                || local_read(&ctx, verbs::list),
-            )
-            .await;
-        let style = Style::detect(g.color.as_deref(), g.plain);
-        let json = self.json;
-        self.finish(r, |v| render::list(v, style, json))
-    }
-
-    async fn log(&mut self, g: &Globals) -> Out {
-        let ctx = self.context(true, context::Needs::default());
-        let req = StoreRequest {
-            context: ctx.clone(),
-        };
-        let r = self
-            .read(
-                |c| {
-                    let req = req.clone();
-                    async move { c.log(req).await }
-                },
-                || local_read(&ctx, verbs::log),
-            )
-            .await;
-        let style = Style::detect(g.color.as_deref(), g.plain);
-        let json = self.json;
-        self.finish(r, |v| render::log(v, style, json))
-    }
-
-    async fn verify(&mut self, self_test: bool) -> Out {
-        let json = self.json;
-        if self_test {
-            // Pure computation: no store, no daemon needed.
-            return render::verify(&verbs::self_test(), json);
-        }
-        let ctx = self.context(true, context::Needs::default());
-        let req = VerifyRequest {
-            context: ctx.clone(),
-            self_test: false,
-        };
-        let r = self
-            .read(
-                |c| {
-                    let req = req.clone();
-                    async move { c.verify(req).await }
-                },
-                || local_read(&ctx, |s| verbs::verify(s, false)),
-            )
-            .await;
-        self.finish(r, |v| render::verify(v, json))
-    }
-}
-
-fn call_error(e: ClientError) -> Refusal {
-    match e {
-        ClientError::Call(obj) => Refusal::from_error_object(&obj),
-        other => Refusal::new(
-            codes::IO,
-            "daemon_unreachable",
-            format!("evd did not answer: {other}"),
-        ),
-    }
-}
-
-/// Open the named store in this process, the same way the daemon resolves it.
-fn local_store(ctx: &Context) -> Result<Store, Refusal> {
-    Ok(Store::new(evd::registry::resolve_root(ctx)?))
-}
-
-fn local_read<R>(
-    ctx: &Context,
-    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
-) -> Result<R, Refusal> {
-    let mut store = local_store(ctx)?;
-    op(&mut store)
-}
-
-/// A write without the daemon: take the store lock for the duration, like the daemon would.
-fn local_write<R>(
-    ctx: &Context,
-    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
-) -> Result<R, Refusal> {
-    let mut store = local_store(ctx)?;
-    if store.exists()? {
-        store.acquire("evctl").map_err(|mut r| {
-            if r.code == codes::LOCKED {
-                r.message.push_str(
-                    " — write through it (unset EVD_NO_DAEMON), or stop it with `evctl shutdown`",
-                );
-            }
-            r
-        })?;
-    }
-    op(&mut store)
-}
-
-async fn decide(tokens: &[String], mut g: Globals) -> Out {
-    if matches!(
-        tokens.first().map(String::as_str),
-        Some("-h") | Some("--help")
-    ) {
-        let mut cmd = Cli::command();
-        let help = cmd
-            .find_subcommand_mut("decide")
-            .map(|c| c.render_long_help().to_string())
-            .unwrap_or_default();
-        return Out {
-            stdout: help,
-            ..Out::default()
-        };
-    }
-    let (positional, stream) = match grammar::split_positional(tokens, &mut g) {
-        Ok(v) => v,
-        Err(e) => {
-            return Out {
-                stderr: format!("error: {e}\n"),
-                code: 2,
-                ..Out::default()
-            }
-        }
-    };
-    let walk = match grammar::walk(positional, &stream, &["--dry-run", "--json"]) {
-        Ok(w) => w,
-        Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
-    };
-    g.json |= walk.json;
-    let mut session = Session::new(&g);
-    let needs_head =
-        walk.verified_at_sha.is_none() && walk.grounds.iter().any(|gr| gr.test_ref.is_some());
-    let ctx = session.context(
-        true,
-        context::Needs {
-            user_name: walk.blame.is_none(),
-            head: needs_head,
-            upstream: false,
-        },
-    );
-    let root = PathBuf::from(&ctx.store);
-    let from_git = walk.from_git.as_ref().map(|rev| FromGit {
-        rev: rev.clone(),
-        envelope: context::commit_envelope(&root, rev),
-    });
-    let req = DecideRequest {
-        context: ctx.clone(),
-        decision: walk.decision,
-        from_git,
-        observe: walk.observe,
-        blame: walk.blame,
-        verified_at_sha: walk.verified_at_sha,
-        authority: walk.authority,
-        jurisdiction: walk.jurisdiction,
-        source_ref: walk.source_ref,
-        grounds: walk.grounds,
-        dry_run: walk.dry_run,
-    };
-    let r = session
-        .write(
-            |c| {
-                let req = req.clone();
-                async move { c.decide(req).await }
-            },
-            || local_write(&ctx, |s| verbs::decide(s, &req)),
-        )
-        .await;
-    let json = g.json;
-    session.finish(r, |v| render::decide(v, json))
-}
-
-async fn status(g: &Globals) -> Out {
-    let rt = paths::runtime_dir();
-    match client::connect_existing(&rt).await {
-        Ok(conn) => match conn.client.status().await {
-            Ok(s) => render::status(&s, g.json),
-            Err(e) => render::refusal(&call_error(e), g.json),
-        },
-        Err(e) => not_running(&rt, &e, g.json, 1),
-    }
-}
-
-fn not_running(rt: &Path, why: &str, json: bool, code: u8) -> Out {
-    let mut out = Out {
-        code,
-        ..Out::default()
-    };
-    let sock = paths::socket_path(rt);
-    if json {
-        out.json(&serde_json::json!({"running": false, "socket": sock.display().to_string(), "detail": why}));
-    } else {
-        out.line(format!("evd is not running (socket {})", sock.display()));
-    }
-    out
-}
-
-async fn shutdown(g: &Globals) -> Out {
-    let rt = paths::runtime_dir();
-    match client::connect_existing(&rt).await {
-        Ok(conn) => {
-            let pid = conn.hello.pid;
-            match conn.client.shutdown().await {
-                Ok(_) => {
-                    let mut out = Out::default();
-                    if g.json {
-                        out.json(&serde_json::json!({"stopped": true, "pid": pid}));
-                    } else {
-                        out.line(format!("stopped evd pid {pid}"));
-                    }
-                    out
-                }
-                Err(e) => render::refusal(&call_error(e), g.json),
-            }
-        }
-        Err(e) => not_running(&rt, &e, g.json, 0),
-    }
 }

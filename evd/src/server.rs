@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use jsonrpsee::core::{async_trait, RpcResult};
 use jsonrpsee::server::{serve_with_graceful_shutdown, stop_channel, ServerConfig};
 use proto::rpc::{
-    codes, DaemonStatus, DecideRequest, DecideResult, EvApiServer, Hello, HelloRequest, IdRequest,
-    InitResult, ListResult, LogResult, Refusal, ShowResult, ShutdownAck, StoreRequest,
-    VerifyRequest, VerifyResult, PROTOCOL_VERSION,
+    codes, DaemonStatus, DecideRequest, DecideResult, EvApiServer, GuardRequest, GuardResult,
+    Hello, HelloRequest, IdRequest, InitResult, ListResult, LogResult, PendingRequest,
+    PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, Refusal, ShowResult,
+    ShutdownAck, StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest, VerifyResult,
+    PROTOCOL_VERSION,
 };
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
@@ -175,6 +177,31 @@ impl EvApiServer for Rpc {
             r
         })
         .await
+    }
+
+    async fn propose(&self, req: ProposeRequest) -> RpcResult<ProposeResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::propose(s, &req)).await
+    }
+
+    async fn ratify(&self, req: RatifyRequest) -> RpcResult<RatifyResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::ratify(s, &req)).await
+    }
+
+    async fn pending(&self, req: PendingRequest) -> RpcResult<PendingResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::pending(s, &req)).await
+    }
+
+    async fn guard(&self, req: GuardRequest) -> RpcResult<GuardResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::guard(s, &req)).await
+    }
+
+    async fn supersede(&self, req: SupersedeRequest) -> RpcResult<SupersedeResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::supersede(s, &req)).await
     }
 }
 

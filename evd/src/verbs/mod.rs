@@ -2,18 +2,28 @@
 //! store actor and evctl's in-process fallback call exactly these, so both give the same answers.
 
 pub mod decide;
+pub mod guard;
 pub mod init;
 pub mod list;
 pub mod log;
+pub mod pending;
+pub mod propose;
+pub mod ratify;
 pub mod show;
+pub mod supersede;
 pub mod verify;
 pub mod write_path;
 
 pub use decide::decide;
+pub use guard::guard;
 pub use init::init;
 pub use list::list;
 pub use log::log;
+pub use pending::pending;
+pub use propose::propose;
+pub use ratify::ratify;
 pub use show::show;
+pub use supersede::supersede;
 pub use verify::{self_test, verify};
 
 use proto::Tick;
@@ -26,4 +36,28 @@ pub fn tick_value(file: &str, t: &Tick) -> Value {
         o.insert("file".into(), file.into());
     }
     v
+}
+
+/// One tick looked up by id, the way the single-tick verbs need it.
+pub enum Lookup {
+    /// Not a 12-hex id, no such file, or no store at all.
+    Missing,
+    /// The file exists but is not a valid tick: the reader's message.
+    Broken(String),
+    Found(std::sync::Arc<Tick>),
+}
+
+/// Look a tick up by id (through the cache, which is exact). A non-id never touches the disk.
+pub fn lookup(store: &mut crate::store::Store, id: &str) -> Result<Lookup, proto::rpc::Refusal> {
+    if !proto::vocab::is_tick_id(id) || !store.exists()? {
+        return Ok(Lookup::Missing);
+    }
+    use crate::store::Entry;
+    Ok(match store.entry(id)? {
+        None => Lookup::Missing,
+        Some(Entry::Tick(t)) => Lookup::Found(t),
+        Some(Entry::Invalid(e)) | Some(Entry::NotJson(e)) | Some(Entry::Unreadable(e)) => {
+            Lookup::Broken(e)
+        }
+    })
 }

@@ -1,0 +1,193 @@
+//! Where a verb is answered: by the daemon (connected, started or replaced on first use), or by
+//! the same engine in-process when no daemon can be reached (`EVD_NO_DAEMON=1` forces that).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use evd::paths;
+use evd::store::Store;
+use jsonrpsee::core::client::{Client, Error as ClientError};
+use proto::rpc::{codes, Context, Refusal};
+
+use crate::client;
+use crate::context;
+use crate::grammar::Globals;
+use crate::render::{self, Out};
+
+/// Build the closure a [`Session`] call takes: clone `req` into one RPC method call.
+#[macro_export]
+macro_rules! rpc {
+    ($req:expr, $method:ident) => {
+        |c: std::sync::Arc<jsonrpsee::core::client::Client>| {
+            let req = $req.clone();
+            async move { proto::rpc::EvApiClient::$method(&*c, req).await }
+        }
+    };
+}
+
+pub struct Session {
+    pub cwd: PathBuf,
+    pub explicit_store: Option<String>,
+    pub json: bool,
+    no_daemon: bool,
+    pub rt_dir: PathBuf,
+    conn: Option<client::Conn>,
+    unreachable: Option<String>,
+}
+
+/// A transport failure (as opposed to the daemon's refusal).
+fn unavailable(e: &ClientError) -> bool {
+    !matches!(e, ClientError::Call(_))
+}
+
+pub fn call_error(e: ClientError) -> Refusal {
+    match e {
+        ClientError::Call(obj) => Refusal::from_error_object(&obj),
+        other => Refusal::new(
+            codes::IO,
+            "daemon_unreachable",
+            format!("evd did not answer: {other}"),
+        ),
+    }
+}
+
+impl Session {
+    pub fn new(g: &Globals) -> Session {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        Session {
+            cwd,
+            explicit_store: g.store.clone(),
+            json: g.json,
+            no_daemon: std::env::var("EVD_NO_DAEMON").is_ok_and(|v| !v.is_empty() && v != "0"),
+            rt_dir: paths::runtime_dir(),
+            conn: None,
+            unreachable: None,
+        }
+    }
+
+    /// The store root: `--store`, else (when `walk_up`) the nearest store above the working
+    /// directory, else the working directory.
+    pub fn root(&self, walk_up: bool) -> PathBuf {
+        context::store_root(self.explicit_store.as_deref(), &self.cwd, walk_up)
+    }
+
+    pub fn context(&self, walk_up: bool, needs: context::Needs) -> Context {
+        context::build(&self.root(walk_up), &self.cwd, needs)
+    }
+
+    /// The daemon, connected (and started) on first use; `None` when it cannot be reached.
+    async fn daemon(&mut self) -> Option<Arc<Client>> {
+        if self.no_daemon || self.unreachable.is_some() {
+            return None;
+        }
+        if self.conn.is_none() {
+            match client::connect_or_start(&self.rt_dir).await {
+                Ok(c) => self.conn = Some(c),
+                Err(e) => {
+                    if std::env::var_os("EVCTL_DEBUG").is_some() {
+                        eprintln!("evctl: evd unreachable ({e}); answering in-process");
+                    }
+                    self.unreachable = Some(e);
+                    return None;
+                }
+            }
+        }
+        self.conn.as_ref().map(|c| Arc::clone(&c.client))
+    }
+
+    /// Call the daemon. `None`: no daemon could be reached. A daemon that answers "stopping"
+    /// did not run the request, so it is retried once against the next daemon.
+    async fn rpc<R, Fut>(
+        &mut self,
+        call: impl Fn(Arc<Client>) -> Fut,
+    ) -> Option<Result<R, ClientError>>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        for attempt in 0..2 {
+            let c = self.daemon().await?;
+            let r = call(c).await;
+            let stopping = matches!(&r, Err(ClientError::Call(e)) if e.code() == codes::STOPPING);
+            if stopping && attempt == 0 {
+                self.conn = None;
+                client::wait_daemon_gone(&self.rt_dir).await;
+                continue;
+            }
+            return Some(r);
+        }
+        None
+    }
+
+    /// A read: the daemon's answer, or the same engine in-process when it cannot be reached.
+    pub async fn read<R, Fut>(
+        &mut self,
+        call: impl Fn(Arc<Client>) -> Fut,
+        local: impl FnOnce() -> Result<R, Refusal>,
+    ) -> Result<R, Refusal>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        match self.rpc(call).await {
+            Some(Err(e)) if unavailable(&e) => local(),
+            Some(r) => r.map_err(call_error),
+            None => local(),
+        }
+    }
+
+    /// A write: the daemon's answer; in-process (under the store lock) only when no daemon
+    /// could be reached at all. A write whose answer was lost is reported, never retried.
+    pub async fn write<R, Fut>(
+        &mut self,
+        call: impl Fn(Arc<Client>) -> Fut,
+        local: impl FnOnce() -> Result<R, Refusal>,
+    ) -> Result<R, Refusal>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        match self.rpc(call).await {
+            Some(r) => r.map_err(call_error),
+            None => local(),
+        }
+    }
+
+    /// Render an answer, or its refusal.
+    pub fn finish<T>(&self, r: Result<T, Refusal>, render: impl FnOnce(&T) -> Out) -> Out {
+        match r {
+            Ok(v) => render(&v),
+            Err(e) => render::refusal(&e, self.json),
+        }
+    }
+}
+
+/// Open the named store in this process, the same way the daemon resolves it.
+fn local_store(ctx: &Context) -> Result<Store, Refusal> {
+    Ok(Store::new(evd::registry::resolve_root(ctx)?))
+}
+
+/// A read in this process.
+pub fn local_read<R>(
+    ctx: &Context,
+    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
+) -> Result<R, Refusal> {
+    let mut store = local_store(ctx)?;
+    op(&mut store)
+}
+
+/// A write without the daemon: take the store lock for the duration, like the daemon would.
+pub fn local_write<R>(
+    ctx: &Context,
+    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
+) -> Result<R, Refusal> {
+    let mut store = local_store(ctx)?;
+    if store.exists()? {
+        store.acquire("evctl").map_err(|mut r| {
+            if r.code == codes::LOCKED {
+                r.message.push_str(
+                    " — write through it (unset EVD_NO_DAEMON), or stop it with `evctl shutdown`",
+                );
+            }
+            r
+        })?;
+    }
+    op(&mut store)
+}

@@ -1,0 +1,441 @@
+//! One handler per verb: resolve what the caller knows, ask the session (daemon or in-process),
+//! render the answer.
+
+use std::path::{Path, PathBuf};
+
+use evd::{paths, verbs};
+use proto::rpc::{
+    DecideRequest, FromGit, GuardRequest, IdRequest, Overturn, PendingRequest, ProposeRequest,
+    RatifyRequest, Refusal, StoreRequest, SupersedeMode, SupersedeRequest, VerifyRequest,
+};
+
+use crate::client;
+use crate::context::{self, Needs};
+use crate::grammar::{self, Globals, Walk};
+use crate::render::{self, Out};
+use crate::rpc;
+use crate::session::{call_error, local_read, local_write, Session};
+use crate::style::Style;
+
+pub async fn init(s: &mut Session) -> Out {
+    let ctx = s.context(false, Needs::default());
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let r = s
+        .write(rpc!(req, init), || local_write(&ctx, verbs::init))
+        .await;
+    let json = s.json;
+    s.finish(r, |v| render::init(v, json))
+}
+
+pub async fn show(s: &mut Session, id: &str) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = IdRequest {
+        context: ctx.clone(),
+        id: id.to_string(),
+    };
+    let r = s
+        .read(rpc!(req, show), || {
+            local_read(&ctx, |st| verbs::show(st, id))
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| {
+        let mut out = Out::default();
+        if json {
+            out.json(v);
+        } else {
+            out.line(&v.raw);
+        }
+        out
+    })
+}
+
+pub async fn list(s: &mut Session, g: &Globals) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let r = s
+        .read(rpc!(req, list), || local_read(&ctx, verbs::list))
+        .await;
+    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    s.finish(r, |v| render::list(v, style, json))
+}
+
+pub async fn log(s: &mut Session, g: &Globals) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let r = s
+        .read(rpc!(req, log), || local_read(&ctx, verbs::log))
+        .await;
+    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    s.finish(r, |v| render::log(v, style, json))
+}
+
+pub async fn verify(s: &mut Session, self_test: bool) -> Out {
+    let json = s.json;
+    if self_test {
+        // Pure computation: no store, no daemon needed.
+        return render::verify(&verbs::self_test(), json);
+    }
+    let ctx = s.context(true, Needs::default());
+    let req = VerifyRequest {
+        context: ctx.clone(),
+        self_test: false,
+    };
+    let r = s
+        .read(rpc!(req, verify), || {
+            local_read(&ctx, |st| verbs::verify(st, false))
+        })
+        .await;
+    s.finish(r, |v| render::verify(v, json))
+}
+
+pub async fn pending(s: &mut Session, g: &Globals, source_ref: Option<String>) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = PendingRequest {
+        context: ctx.clone(),
+        source_ref,
+    };
+    let r = s
+        .read(rpc!(req, pending), || {
+            local_read(&ctx, |st| verbs::pending(st, &req))
+        })
+        .await;
+    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    s.finish(r, |v| render::pending(v, style, json))
+}
+
+pub async fn ratify(s: &mut Session, id: String, blame: String) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = RatifyRequest {
+        context: ctx.clone(),
+        id,
+        blame,
+    };
+    let r = s
+        .write(rpc!(req, ratify), || {
+            local_write(&ctx, |st| verbs::ratify(st, &req))
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| render::ratify(v, json))
+}
+
+/// `guard`'s fixed flags, as clap parsed them.
+pub struct GuardArgs {
+    pub selector: String,
+    pub id: String,
+    pub target: Option<String>,
+    pub counter_test: String,
+    pub platforms: Vec<String>,
+    pub triggered_by: Vec<String>,
+    pub surfaces: Vec<String>,
+    pub verified_at_sha: Option<String>,
+    pub blame: Option<String>,
+    pub authority: Option<String>,
+}
+
+pub async fn guard(s: &mut Session, a: GuardArgs) -> Out {
+    let ctx = s.context(
+        true,
+        Needs {
+            user_name: a.blame.is_none(),
+            head: a.verified_at_sha.is_none(),
+            upstream: false,
+        },
+    );
+    let req = GuardRequest {
+        context: ctx.clone(),
+        selector: a.selector,
+        id: a.id,
+        target: a.target,
+        counter_test: a.counter_test,
+        platforms: a.platforms,
+        triggered_by: a.triggered_by,
+        surfaces: a.surfaces,
+        verified_at_sha: a.verified_at_sha,
+        blame: a.blame,
+        authority: a.authority,
+    };
+    let r = s
+        .write(rpc!(req, guard), || {
+            local_write(&ctx, |st| verbs::guard(st, &req))
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| render::guard(v, json))
+}
+
+/// Print a subcommand's long help (for the verbs that read their own stream).
+fn help_of(verb: &str) -> Out {
+    Out {
+        stdout: crate::long_help(verb),
+        ..Out::default()
+    }
+}
+
+fn usage(e: String) -> Out {
+    Out {
+        stderr: format!("error: {e}\n"),
+        code: 2,
+        ..Out::default()
+    }
+}
+
+fn wants_help(tokens: &[String]) -> bool {
+    matches!(
+        tokens.first().map(String::as_str),
+        Some("-h") | Some("--help")
+    )
+}
+
+/// The git facts a walked stream needs, and the `--from-git` commit it names.
+fn walk_context(
+    s: &Session,
+    w: &Walk,
+    human_blame: bool,
+) -> (proto::rpc::Context, Option<FromGit>) {
+    let needs_head =
+        w.verified_at_sha.is_none() && w.grounds.iter().any(|gr| gr.test_ref.is_some());
+    let ctx = s.context(
+        true,
+        Needs {
+            user_name: human_blame && w.blame.is_none(),
+            head: needs_head,
+            upstream: false,
+        },
+    );
+    let root = PathBuf::from(&ctx.store);
+    let from_git = w.from_git.as_ref().map(|rev| FromGit {
+        rev: rev.clone(),
+        envelope: context::commit_envelope(&root, rev),
+    });
+    (ctx, from_git)
+}
+
+pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
+    if wants_help(tokens) {
+        return help_of("decide");
+    }
+    let (positional, stream) = match grammar::split_positional(tokens, &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    let walk = match grammar::walk(positional, &stream, &["--dry-run", "--json"]) {
+        Ok(w) => w,
+        Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
+    };
+    g.json |= walk.json;
+    let mut s = Session::new(&g);
+    let (ctx, from_git) = walk_context(&s, &walk, true);
+    let req = DecideRequest {
+        context: ctx.clone(),
+        decision: walk.decision,
+        from_git,
+        observe: walk.observe,
+        blame: walk.blame,
+        verified_at_sha: walk.verified_at_sha,
+        authority: walk.authority,
+        jurisdiction: walk.jurisdiction,
+        source_ref: walk.source_ref,
+        grounds: walk.grounds,
+        dry_run: walk.dry_run,
+    };
+    let r = s
+        .write(rpc!(req, decide), || {
+            local_write(&ctx, |st| verbs::decide(st, &req))
+        })
+        .await;
+    let json = g.json;
+    s.finish(r, |v| render::decide(v, json))
+}
+
+/// The tokens that make a proposal bound or authoritative: refused anywhere in the stream.
+const PROPOSE_FORBIDDEN: [&str; 8] = [
+    "--assume-test",
+    "--counter-test",
+    "--on-platform",
+    "--triggered-by",
+    "--surface",
+    "--verified-at-sha",
+    "--revisit",
+    "--authority",
+];
+
+pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
+    if wants_help(tokens) {
+        return help_of("propose");
+    }
+    let (positional, stream) = match grammar::split_positional(tokens, &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    let (json, stream) = grammar::extract_bool(&stream, "--json");
+    g.json |= json;
+    if let Some(f) = stream
+        .iter()
+        .find(|t| PROPOSE_FORBIDDEN.contains(&t.as_str()))
+    {
+        return render::refusal(&verbs::propose::unbound_refusal(f), g.json);
+    }
+    let walk = match grammar::walk(positional, &stream, &[]) {
+        Ok(w) => w,
+        Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
+    };
+    let mut s = Session::new(&g);
+    let (ctx, from_git) = walk_context(&s, &walk, false);
+    let req = ProposeRequest {
+        context: ctx.clone(),
+        decision: walk.decision,
+        from_git,
+        observe: walk.observe,
+        blame: walk.blame,
+        jurisdiction: walk.jurisdiction,
+        source_ref: walk.source_ref,
+        grounds: walk.grounds,
+        authority: None,
+        verified_at_sha: None,
+    };
+    let r = s
+        .write(rpc!(req, propose), || {
+            local_write(&ctx, |st| verbs::propose(st, &req))
+        })
+        .await;
+    let json = g.json;
+    s.finish(r, |v| render::propose(v, json))
+}
+
+/// `supersede <id> [<new ruling>] …`: a second positional (not hyphen-leading) overturns;
+/// otherwise the stream re-tags.
+pub async fn supersede(tokens: &[String], mut g: Globals) -> Out {
+    if wants_help(tokens) {
+        return help_of("supersede");
+    }
+    let lead = match grammar::take_globals(tokens, &mut g) {
+        Ok(n) => n,
+        Err(e) => return usage(e),
+    };
+    let Some(id) = tokens.get(lead).filter(|t| !t.starts_with('-')).cloned() else {
+        return usage(
+            "the following required arguments were not provided:\n  <ID>\n\nUsage: evctl supersede <ID> [DECISION] [ARGS]...\n\nFor more information, try '--help'."
+                .into(),
+        );
+    };
+    let (ruling, stream) = match grammar::split_positional(&tokens[lead + 1..], &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    let mut s;
+    let req = match ruling {
+        None => {
+            let (json, stream) = grammar::extract_bool(&stream, "--json");
+            g.json |= json;
+            let (tags, blame) = match grammar::retag_stream(&stream) {
+                Ok(v) => v,
+                Err(e) => return render::refusal(&Refusal::refused("retag_args", e), g.json),
+            };
+            s = Session::new(&g);
+            let ctx = s.context(
+                true,
+                Needs {
+                    user_name: blame.is_none(),
+                    ..Needs::default()
+                },
+            );
+            SupersedeRequest {
+                context: ctx,
+                id,
+                mode: SupersedeMode::Retag,
+                blame,
+                retag: Some(tags),
+                overturn: None,
+            }
+        }
+        Some(text) => {
+            let w = match grammar::walk(Some(text), &stream, &["--json"]) {
+                Ok(w) => w,
+                Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
+            };
+            g.json |= w.json;
+            s = Session::new(&g);
+            let (ctx, from_git) = walk_context(&s, &w, true);
+            SupersedeRequest {
+                context: ctx,
+                id,
+                mode: SupersedeMode::Overturn,
+                blame: w.blame,
+                retag: None,
+                overturn: Some(Overturn {
+                    decision: w.decision.unwrap_or_default(),
+                    observe: w.observe,
+                    verified_at_sha: w.verified_at_sha,
+                    authority: w.authority,
+                    jurisdiction: w.jurisdiction,
+                    source_ref: w.source_ref,
+                    from_git,
+                    grounds: w.grounds,
+                }),
+            }
+        }
+    };
+    let ctx = req.context.clone();
+    let r = s
+        .write(rpc!(req, supersede), || {
+            local_write(&ctx, |st| verbs::supersede(st, &req))
+        })
+        .await;
+    let json = g.json;
+    s.finish(r, |v| render::supersede(v, json))
+}
+
+pub async fn status(g: &Globals) -> Out {
+    let rt = paths::runtime_dir();
+    match client::connect_existing(&rt).await {
+        Ok(conn) => match proto::rpc::EvApiClient::status(&*conn.client).await {
+            Ok(st) => render::status(&st, g.json),
+            Err(e) => render::refusal(&call_error(e), g.json),
+        },
+        Err(e) => not_running(&rt, &e, g.json, 1),
+    }
+}
+
+fn not_running(rt: &Path, why: &str, json: bool, code: u8) -> Out {
+    let mut out = Out {
+        code,
+        ..Out::default()
+    };
+    let sock = paths::socket_path(rt);
+    if json {
+        out.json(&serde_json::json!({"running": false, "socket": sock.display().to_string(), "detail": why}));
+    } else {
+        out.line(format!("evd is not running (socket {})", sock.display()));
+    }
+    out
+}
+
+pub async fn shutdown(g: &Globals) -> Out {
+    let rt = paths::runtime_dir();
+    match client::connect_existing(&rt).await {
+        Ok(conn) => {
+            let pid = conn.hello.pid;
+            match proto::rpc::EvApiClient::shutdown(&*conn.client).await {
+                Ok(_) => {
+                    let mut out = Out::default();
+                    if g.json {
+                        out.json(&serde_json::json!({"stopped": true, "pid": pid}));
+                    } else {
+                        out.line(format!("stopped evd pid {pid}"));
+                    }
+                    out
+                }
+                Err(e) => render::refusal(&call_error(e), g.json),
+            }
+        }
+        Err(e) => not_running(&rt, &e, g.json, 0),
+    }
+}
