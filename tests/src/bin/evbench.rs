@@ -121,6 +121,8 @@ struct Row {
 #[derive(Default)]
 struct Report {
     rows: Vec<Row>,
+    /// Throughput figures and other one-line results, printed under the table.
+    notes: Vec<String>,
 }
 
 impl Report {
@@ -151,6 +153,10 @@ impl Report {
         s
     }
 
+    fn note(&mut self, line: String) {
+        self.notes.push(line);
+    }
+
     fn table(&self) {
         let line = "-".repeat(86);
         println!("{line}");
@@ -172,6 +178,9 @@ impl Report {
             );
         }
         println!("{line}");
+        for n in &self.notes {
+            println!("{n}");
+        }
         if self.rows.iter().any(|r| r.stats.capped) {
             println!(
                 "* fewer runs than planned: the series would have exceeded its {} s budget",
@@ -741,6 +750,103 @@ fn bench_reads(
     Ok(())
 }
 
+/// Decide throughput with 4 concurrent clients: whole evctl processes, then bare RPCs on one
+/// connection each. The store's single writer serializes them into one chain.
+fn bench_concurrent_decide(w: &World, report: &mut Report) -> Res<()> {
+    const CLIENTS: usize = 4;
+    let repo = evd_e2e::Repo::new();
+    let root = fs::canonicalize(repo.path()).map_err(|e| format!("canonicalize: {e}"))?;
+    w.evctl(&root, &["init"])?;
+    println!("\n2b. decide throughput with {CLIENTS} concurrent clients (one store)");
+
+    let per_client = 50;
+    let started = Instant::now();
+    std::thread::scope(|scope| -> Res<()> {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let root = &root;
+                scope.spawn(move || -> Res<()> {
+                    for i in 0..per_client {
+                        let text = format!("client {c} process decision {i}");
+                        w.evctl(root, &["decide", &text, "--blame", "bench"])?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .map_err(|_| "a client thread panicked".to_string())??;
+        }
+        Ok(())
+    })?;
+    let n = CLIENTS * per_client;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "  {n} evctl processes ({CLIENTS} at a time): {:.2} s, {:.0} decisions/s",
+        secs,
+        n as f64 / secs
+    );
+    report.note(format!(
+        "decide x{CLIENTS} clients, evctl processes: {:.0} decisions/s",
+        n as f64 / secs
+    ));
+
+    let per_client = 250;
+    let sock = w.socket();
+    let ctx = context_for(&root);
+    let started = Instant::now();
+    std::thread::scope(|scope| -> Res<()> {
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (sock, ctx) = (&sock, &ctx);
+                scope.spawn(move || -> Res<()> {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| format!("tokio runtime: {e}"))?;
+                    let client = rt.block_on(connect(sock))?;
+                    for i in 0..per_client {
+                        let req = DecideRequest {
+                            context: ctx.clone(),
+                            decision: Some(format!("client {c} rpc decision {i}")),
+                            blame: Some("bench".into()),
+                            ..DecideRequest::default()
+                        };
+                        rt.block_on(client.decide(req)).map_err(rpc_err("decide"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .map_err(|_| "a client thread panicked".to_string())??;
+        }
+        Ok(())
+    })?;
+    let n = CLIENTS * per_client;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "  {n} decide RPCs ({CLIENTS} connections at once): {:.2} s, {:.0} decisions/s",
+        secs,
+        n as f64 / secs
+    );
+    report.note(format!(
+        "decide x{CLIENTS} clients, RPC: {:.0} decisions/s",
+        n as f64 / secs
+    ));
+    let ticks = repo.tick_files().len();
+    let chain = evd_e2e::chain(&repo).len();
+    if ticks != chain {
+        return Err(format!(
+            "{ticks} tick files but a chain of {chain}: the writes forked"
+        ));
+    }
+    println!("  one linear chain of {chain} ticks");
+    Ok(())
+}
+
 fn run(report: &mut Report) -> Res<()> {
     let bins = locate_bins()?;
     let started = Instant::now();
@@ -810,6 +916,7 @@ fn run(report: &mut Report) -> Res<()> {
     );
 
     let decide_ticks = bench_decide(&w, &rt, &client, report)?;
+    bench_concurrent_decide(&w, report)?;
     let rss_after_decide = proc_status_kb(daemon.pid, "VmRSS");
 
     println!("\n3. show / list / verify");
