@@ -8,7 +8,6 @@
 //! expected output; a line `...` stands for any number of lines.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use evd_e2e::{target_dir, workspace_root, Repo, World};
 
