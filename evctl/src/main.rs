@@ -223,9 +223,7 @@ fn main() -> ExitCode {
         }
     };
     let out = runtime.block_on(run(args, argv));
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
-    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+    out.emit();
     ExitCode::from(out.code)
 }
 

@@ -9,22 +9,63 @@ use serde::Serialize;
 
 use crate::style::Style;
 
-/// What a command prints and its exit code.
+/// Which stream a piece of output goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What a command prints, in the order it prints it (the interleaving of stdout and stderr is
+/// part of the interface: upstream prints verify's `✗` lines before its count), and its exit
+/// code.
 #[derive(Debug, Default)]
 pub struct Out {
-    pub stdout: String,
-    pub stderr: String,
+    pub parts: Vec<(Stream, String)>,
     pub code: u8,
 }
 
 impl Out {
+    fn push(&mut self, stream: Stream, s: &str) {
+        match self.parts.last_mut() {
+            Some((last, text)) if *last == stream => text.push_str(s),
+            _ => self.parts.push((stream, s.to_string())),
+        }
+    }
+    /// Raw text on stdout (no newline added).
+    pub fn raw(text: String) -> Out {
+        let mut out = Out::default();
+        out.push(Stream::Stdout, &text);
+        out
+    }
+    /// A usage error: `error: <e>` on stderr, exit 2.
+    pub fn usage(e: &str) -> Out {
+        let mut out = Out {
+            code: 2,
+            ..Out::default()
+        };
+        out.err(format!("error: {e}"));
+        out
+    }
     pub fn line(&mut self, s: impl AsRef<str>) {
-        self.stdout.push_str(s.as_ref());
-        self.stdout.push('\n');
+        self.push(Stream::Stdout, &format!("{}\n", s.as_ref()));
     }
     pub fn err(&mut self, s: impl AsRef<str>) {
-        self.stderr.push_str(s.as_ref());
-        self.stderr.push('\n');
+        self.push(Stream::Stderr, &format!("{}\n", s.as_ref()));
+    }
+    /// Write every part to its stream, in order.
+    pub fn emit(&self) {
+        use std::io::Write;
+        for (stream, text) in &self.parts {
+            let _ = match stream {
+                Stream::Stdout => std::io::stdout().write_all(text.as_bytes()),
+                Stream::Stderr => {
+                    let _ = std::io::stdout().flush();
+                    std::io::stderr().write_all(text.as_bytes())
+                }
+            };
+        }
+        let _ = std::io::stdout().flush();
     }
     pub fn warnings(&mut self, w: &[Warning]) {
         for w in w {

@@ -173,18 +173,11 @@ pub async fn guard(s: &mut Session, a: GuardArgs) -> Out {
 
 /// Print a subcommand's long help (for the verbs that read their own stream).
 fn help_of(verb: &str) -> Out {
-    Out {
-        stdout: crate::long_help(verb),
-        ..Out::default()
-    }
+    Out::raw(crate::long_help(verb))
 }
 
 fn usage(e: String) -> Out {
-    Out {
-        stderr: format!("error: {e}\n"),
-        code: 2,
-        ..Out::default()
-    }
+    Out::usage(&e)
 }
 
 fn wants_help(tokens: &[String]) -> bool {
@@ -420,22 +413,23 @@ fn not_running(rt: &Path, why: &str, json: bool, code: u8) -> Out {
 
 pub async fn shutdown(g: &Globals) -> Out {
     let rt = paths::runtime_dir();
-    match client::connect_existing(&rt).await {
-        Ok(conn) => {
-            let pid = conn.hello.pid;
-            match proto::rpc::EvApiClient::shutdown(&*conn.client).await {
-                Ok(_) => {
-                    let mut out = Out::default();
-                    if g.json {
-                        out.json(&serde_json::json!({"stopped": true, "pid": pid}));
-                    } else {
-                        out.line(format!("stopped evd pid {pid}"));
-                    }
-                    out
-                }
-                Err(e) => render::refusal(&call_error(e), g.json),
-            }
-        }
-        Err(e) => not_running(&rt, &e, g.json, 0),
+    let conn = match client::connect_existing(&rt).await {
+        Ok(c) => c,
+        Err(e) => return not_running(&rt, &e, g.json, 0),
+    };
+    let pid = conn.hello.pid;
+    let asked = proto::rpc::EvApiClient::shutdown(&*conn.client).await;
+    drop(conn);
+    if let Err(e) = asked {
+        return render::refusal(&call_error(e), g.json);
     }
+    // Answer only once it is really gone: its stores and socket are released by then.
+    client::wait_daemon_gone(&rt).await;
+    let mut out = Out::default();
+    if g.json {
+        out.json(&serde_json::json!({"stopped": true, "pid": pid}));
+    } else {
+        out.line(format!("stopped evd pid {pid}"));
+    }
+    out
 }

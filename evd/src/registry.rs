@@ -16,6 +16,8 @@ type Job = Box<dyn FnOnce(&mut Store) + Send>;
 /// What `status` reports about a store, refreshed after every request.
 #[derive(Debug, Clone, Default)]
 struct Snapshot {
+    /// Whether this daemon owns the store (holds its lock).
+    held: bool,
     ticks: usize,
     head: String,
     writes: u64,
@@ -43,6 +45,7 @@ impl StoreActor {
                     // One stat when nothing changed; keeps the tick count honest for `status`.
                     let _ = store.refresh();
                     if let Ok(mut s) = snap.lock() {
+                        s.held = store.is_locked();
                         s.ticks = store.tick_count();
                         s.head = store.head().unwrap_or_default();
                         s.writes = store.writes;
@@ -86,15 +89,20 @@ impl StoreActor {
         rx.await.map_err(|_| gone())?
     }
 
-    pub fn status(&self) -> StoreStatus {
+    /// What `status` says about this store; `None` when this daemon does not own it (a
+    /// request named it, but it does not exist yet or another process holds it).
+    pub fn status(&self) -> Option<StoreStatus> {
         let s = self.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
-        StoreStatus {
+        if !s.held {
+            return None;
+        }
+        Some(StoreStatus {
             root: self.root.display().to_string(),
             ticks: s.ticks,
             head: s.head,
             opened_at: self.opened_at.clone(),
             writes: s.writes,
-        }
+        })
     }
 }
 
@@ -161,7 +169,7 @@ impl Registry {
         let mut v: Vec<StoreStatus> = self
             .stores
             .lock()
-            .map(|m| m.values().map(|a| a.status()).collect())
+            .map(|m| m.values().filter_map(|a| a.status()).collect())
             .unwrap_or_default();
         v.sort_by(|a, b| a.root.cmp(&b.root));
         v

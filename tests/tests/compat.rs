@@ -697,3 +697,29 @@ fn no_store_answers_match_upstream() {
         same_read(&w, a.path(), args);
     }
 }
+
+#[test]
+fn verify_interleaves_its_streams_like_upstream() {
+    // stdout carries the ✗ line, stderr the count after it: a terminal shows them in that order.
+    let w = World::new();
+    let base = upstream_store(&w);
+    let repo = copy_store(&base);
+    let ids = chain(&repo);
+    edit_json(&repo, &ids[1], |v| {
+        v["decision"] = "rewritten by hand".into()
+    });
+    let merged = |prog: &Path| {
+        let out = w
+            .command("bash")
+            .arg("-c")
+            .arg(format!("{} verify 2>&1", prog.display()))
+            .current_dir(repo.path())
+            .output()
+            .expect("bash");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ours = merged(&evd_e2e::bin("evctl"));
+    let theirs = merged(&evd_e2e::upstream_ev());
+    assert_eq!(ours, theirs);
+    assert!(ours.ends_with("1 violation(s)\n"), "{ours}");
+}
