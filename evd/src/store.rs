@@ -505,7 +505,8 @@ impl Store {
     }
 
     /// Append a whole chain of ticks (each the parent of the next, the first a child of HEAD) and
-    /// move HEAD once, to the last. Every tick is written to a temp file, all of them are made
+    /// move HEAD once, to the last. `progress(phase, done, total)` hears `stage` (temp files
+    /// written) and `write` (ticks published), ending with `write` total/total. Every tick is written to a temp file, all of them are made
     /// durable together (one syncfs), then each is renamed into `ticks/`, `ticks/` is synced, and
     /// only then does HEAD move. So a file in `ticks/` is always complete, and a crash leaves HEAD
     /// on the old tip with a durable linear chain below it that [`Store::recover_head`] finishes.
@@ -513,7 +514,7 @@ impl Store {
     pub fn append_batch(
         &mut self,
         ticks: &[Tick],
-        progress: &mut dyn FnMut(u64, u64),
+        progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<(), Refusal> {
         let Some(last) = ticks.last() else {
             return Ok(());
@@ -563,7 +564,7 @@ impl Store {
             }
             staged.push(p);
             if i % 256 == 255 {
-                progress(i as u64 + 1, total * 2);
+                progress("stage", i as u64 + 1, total);
             }
         }
         // 2. Durable together.
@@ -599,7 +600,7 @@ impl Store {
                 published.push(dest);
             }
             if i % 256 == 255 {
-                progress(total + i as u64 + 1, total * 2);
+                progress("write", i as u64 + 1, total);
             }
         }
         if let Err(e) = fsio::sync_dir(&dir) {
@@ -611,7 +612,7 @@ impl Store {
             unpublish(&published);
             return Err(fail(e));
         }
-        progress(total * 2, total * 2);
+        progress("write", total, total);
         self.writes += total;
         if in_sync {
             self.ticks_stamp = dir_stamp();
@@ -807,7 +808,7 @@ mod tests {
         s.acquire("test").expect("lock");
         let batch = chain_of(600, "");
         let mut calls = 0;
-        s.append_batch(&batch, &mut |_, _| calls += 1)
+        s.append_batch(&batch, &mut |_, _, _| calls += 1)
             .expect("batch");
         assert!(calls >= 1);
         assert_eq!(s.head().expect("head"), batch[599].id);
@@ -822,10 +823,12 @@ mod tests {
         );
         // A batch that does not descend from HEAD is refused before anything is written.
         let stray = chain_of(2, "");
-        let e = s.append_batch(&stray, &mut |_, _| {}).expect_err("refused");
+        let e = s
+            .append_batch(&stray, &mut |_, _, _| {})
+            .expect_err("refused");
         assert_eq!(e.reason, "not_a_chain");
         assert_eq!(fs::read_dir(s.ticks_dir()).expect("ls").count(), 600);
-        s.append_batch(&[], &mut |_, _| {})
+        s.append_batch(&[], &mut |_, _, _| {})
             .expect("an empty batch is a no-op");
         assert_eq!(s.head().expect("head"), batch[599].id);
     }
@@ -835,7 +838,7 @@ mod tests {
         let (d, mut s) = store();
         s.acquire("test").expect("lock");
         let first = chain_of(1, "");
-        s.append_batch(&first, &mut |_, _| {}).expect("first");
+        s.append_batch(&first, &mut |_, _, _| {}).expect("first");
         // The batch's ticks are durable, HEAD never moved: the state a crash leaves.
         let rest = chain_of(5, &first[0].id);
         for t in &rest {
@@ -852,7 +855,7 @@ mod tests {
         let (d, mut s) = store();
         s.acquire("test").expect("lock");
         let first = chain_of(1, "");
-        s.append_batch(&first, &mut |_, _| {}).expect("first");
+        s.append_batch(&first, &mut |_, _, _| {}).expect("first");
         let mut a = chain_of(3, &first[0].id);
         let b = chain_of(1, &a[0].id);
         let mut other = b[0].clone();

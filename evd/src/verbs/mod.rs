@@ -5,6 +5,7 @@ pub mod decide;
 pub mod init;
 pub mod list;
 pub mod log;
+pub mod migrate;
 pub mod show;
 pub mod verify;
 pub mod write_path;
