@@ -1249,3 +1249,108 @@ fn progress_is_shown_on_a_terminal_and_erased_before_the_answer() {
     assert!(terminal.ends_with("\r\x1b[K"), "erased: {terminal:?}");
     assert!(!terminal.contains("error"), "{terminal:?}");
 }
+
+#[test]
+fn files_that_are_not_ticks_are_read_like_upstream() {
+    let w = World::new();
+    let t = Twin::new(&w);
+    t.file("log.md", "## R1 one\n## R2 two\n## R3 three\n");
+    // JSON that is not a tick still carries a key (raw source_ref / observe), or none.
+    for r in [&t.ours, &t.theirs] {
+        let ticks = r.ev_dir().join("ticks");
+        std::fs::write(
+            ticks.join("aaaaaaaaaaaa"),
+            r#"{"source_ref":"R1","parent_id":"","note":"hand-made"}"#,
+        )
+        .expect("write");
+        std::fs::write(ticks.join("notes.json"), r#"{"observe":"about r2"}"#).expect("write");
+        std::fs::write(ticks.join("bbbbbbbbbbbb"), r#"{"grounds":[]}"#).expect("write");
+    }
+    t.same(
+        &w,
+        &["migrate", "--reconcile", "--against", "gitlog:log.md"],
+    );
+    t.same(
+        &w,
+        &["migrate", "--source", "gitlog:log.md", "--blame", "b"],
+    );
+    t.same_ticks();
+    // A file that is not JSON at all fails every whole-store read, migrate's too.
+    for r in [&t.ours, &t.theirs] {
+        std::fs::write(r.ev_dir().join("ticks/cccccccccccc"), "{\"torn").expect("write");
+    }
+    t.same(
+        &w,
+        &["migrate", "--source", "gitlog:log.md", "--blame", "b"],
+    );
+    t.same(
+        &w,
+        &["migrate", "--reconcile", "--against", "gitlog:log.md"],
+    );
+}
+
+#[test]
+fn each_side_skips_what_the_other_imported() {
+    let w = World::new();
+    let t = Twin::new(&w);
+    t.file("history.jsonl", &rich_canonical());
+    t.file("log.md", GITLOG);
+    let args = [
+        "migrate",
+        "--source",
+        "canonical:history.jsonl",
+        "--source",
+        "gitlog:log.md",
+        "--blame",
+        "H",
+    ];
+    // Upstream imports into its store; evctl re-runs there, and the other way round.
+    w.ev(t.theirs.path(), &args).ok();
+    w.evctl(t.ours.path(), &args).ok();
+    t.same_ticks();
+    let a = w.evctl(t.theirs.path(), &args).ok();
+    let b = w.ev(t.ours.path(), &args).ok();
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(
+        a.stdout,
+        "imported 0, skipped 8, re-linked 0, 1 source-only gap(s)\n"
+    );
+    t.same_ticks();
+}
+
+#[test]
+fn a_header_with_no_key_is_refused_rather_than_written_unreadably() {
+    // Write/read symmetry (the spirit of the [REC] of commands.md §3.3): `RESOLVED: …` has
+    // nothing before its colon, so its key and source_ref would be "". Upstream writes that tick,
+    // which its own reader and `verify` then reject; evd refuses the run in the reader's words.
+    let w = World::new();
+    let t = Twin::new(&w);
+    t.file(
+        "th.md",
+        "### RESOLVED R1: fine\n### RESOLVED: no key here\n",
+    );
+    let args = ["migrate", "--source", "to-human:th.md", "--blame", "b"];
+    let before = snapshot(&t.ours);
+    let (a, b) = t.run(&w, &args);
+    assert_eq!(
+        (a.code, a.stdout.as_str(), a.stderr.as_str()),
+        (1, "", "error: source \"\": source_ref string is empty\n")
+    );
+    assert_eq!(snapshot(&t.ours), before);
+    assert_eq!(b.code, 0, "upstream imports it: {b:?}");
+    let v = w.ev(t.theirs.path(), &["verify"]);
+    assert!(v.stdout.contains("source_ref string is empty"), "{v:?}");
+    // The dry run says the same before anything could be written.
+    let r = w.evctl(
+        t.ours.path(),
+        &[
+            "migrate",
+            "--source",
+            "to-human:th.md",
+            "--blame",
+            "b",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(r.stderr, "error: source \"\": source_ref string is empty\n");
+}
