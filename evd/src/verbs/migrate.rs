@@ -668,6 +668,64 @@ mod tests {
     }
 
     #[test]
+    fn every_gate_and_the_map_conflict_in_upstreams_words() {
+        let test = |counter: bool| {
+            format!(
+                r#"{{"by":"test","ref":"t","verified_at_sha":"d308afac1b2c3d4e5f60718293a4b5c6d7e8f901",{}"liveness":{{"platforms":["p"],"triggered_by":["t"],"surfaces":["s"]}}}}"#,
+                if counter {
+                    r#""counter_test":"c","#
+                } else {
+                    ""
+                }
+            )
+        };
+        let line = |supports: &str, counter: bool, extra: &str| {
+            format!(
+                r#"{{"kind":"ev-decision-intake","decision":"d","source_ref":"R5","blame":"b","grounds":[{{"claim":"c","supports":"{supports}","check":{}}}]{extra}}}"#,
+                test(counter)
+            )
+        };
+        let cases = [
+            (
+                line("chosen", true, r#","provenance":"imported","jurisdiction":"D""#),
+                None,
+                "source \"R5\": a D jurisdiction (detect-only) decision cannot carry a runnable test check",
+            ),
+            (
+                line("chosen", false, r#","provenance":"agent-proposed""#),
+                None,
+                "source \"R5\": a harvested test check (no counter-test) is allowed only for imported history, not agent-proposed",
+            ),
+            (
+                line("rejected:X", true, r#","provenance":"imported""#),
+                None,
+                "source \"R5\": a rejected road can carry a tripwire test only when authority=user-ruled",
+            ),
+            (
+                line("rejected:X", false, r#","provenance":"imported","authority":"user-ruled""#),
+                None,
+                "source \"R5\": a rejected-road tripwire requires a counter-test (no harvested tripwire)",
+            ),
+            (
+                rec("R5", r#","jurisdiction":"A","blame":"b""#),
+                Some("R5 B"),
+                "source \"R5\": inline jurisdiction \"A\" conflicts with the --jurisdiction-map entry \"B\"",
+            ),
+        ];
+        for (text, map, want) in cases {
+            let (_d, mut s) = store();
+            let mut r = req(vec![canon(&[&text])], None, false);
+            r.jurisdiction_map = map.map(|m| proto::rpc::MapInput {
+                path: "map.txt".into(),
+                text: Some(m.into()),
+                read_error: None,
+            });
+            let e = backfill(&mut s, &r, &mut no_progress).expect_err("refused");
+            assert_eq!(e.message, want);
+        }
+    }
+
+    #[test]
     fn a_dry_run_counts_without_writing() {
         let (_d, mut s) = store();
         let before = snapshot(&s);
