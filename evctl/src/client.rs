@@ -72,7 +72,7 @@ pub async fn connect(sock: &Path) -> Result<Client, String> {
     let (tx, rx) = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         WsTransportClientBuilder::default()
-            .max_request_size(16 * 1024 * 1024)
+            .max_request_size(evd::server::MAX_REQUEST_BYTES)
             .max_response_size(256 * 1024 * 1024)
             .build_with_stream(url, stream),
     )

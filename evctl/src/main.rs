@@ -4,6 +4,7 @@
 mod client;
 mod context;
 mod grammar;
+mod migrate;
 mod render;
 mod session;
 mod style;
@@ -195,6 +196,32 @@ enum Cmd {
         #[arg(long)]
         self_test: bool,
     },
+    /// Bring existing decision history into the store (idempotent; re-runs skip what is there).
+    ///
+    /// evctl migrate --source <kind>:<path> [--source …] [--jurisdiction-map <path>] [--blame <name>] [--dry-run]
+    /// evctl migrate --reconcile --against <kind>:<path>
+    /// evctl migrate --bind-check <selector> --on-platform <p>… --triggered-by <t>… --surface <s>… [--verified-at-sha <sha>]
+    ///
+    /// Source kinds:
+    ///   canonical            JSONL, one {"kind":"ev-decision-intake", …} record per line (the
+    ///                        strict, format-neutral contract; provenance is required)
+    ///   gitlog               `## R<n> <decision>` headers
+    ///   to-human, escalation `RESOLVED <key>: <decision>` / `FLAG <key>: <decision>` blocks
+    ///   decisions-immutable  `## <n>. <decision>` sections
+    /// The extractors turn only `- rejected: <option>: <why>` lines into grounds; prose never.
+    ///
+    /// Every record needs a key (its source_ref, or a #<n>/R<n> token): a key already in the
+    /// store is skipped, so re-running is safe. A refused run writes nothing at all; a real run
+    /// appends every new tick in one batch and moves HEAD once.
+    ///
+    /// Examples:
+    ///   evctl migrate --source canonical:decisions.jsonl --blame "Wang Yu" --dry-run
+    ///   evctl migrate --source gitlog:CHANGELOG.md --jurisdiction-map buckets.txt --blame "Wang Yu"
+    ///   evctl migrate --reconcile --against to-human:to-human.md
+    ///   evctl migrate --bind-check "pytest t_schema.py" --on-platform linux-ci \
+    ///       --triggered-by schema.sql --surface schema-ddl
+    #[command(verbatim_doc_comment)]
+    Migrate(migrate::MigrateArgs),
     /// Show the running evd: pid, version, uptime, and the stores it holds.
     Status,
     /// Stop the running evd cleanly.
@@ -298,6 +325,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
             };
             verbs::guard(&mut s, a).await
         }
+        Cmd::Migrate(a) => s.migrate(a).await,
         Cmd::Show { id } => verbs::show(&mut s, &id).await,
         Cmd::List => verbs::list(&mut s, &g).await,
         Cmd::Log => verbs::log(&mut s, &g).await,

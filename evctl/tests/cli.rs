@@ -32,7 +32,7 @@ fn usage_errors_exit_2_and_help_teaches_the_verbs() {
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for verb in [
-        "init", "decide", "show", "list", "log", "verify", "status", "shutdown",
+        "init", "decide", "show", "list", "log", "verify", "migrate", "status", "shutdown",
     ] {
         assert!(help.contains(verb), "help lists {verb}");
     }

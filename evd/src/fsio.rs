@@ -59,7 +59,8 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
-fn temp_name() -> String {
+/// A fresh temp-file name (unique within this process and time).
+pub fn temp_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -113,6 +114,37 @@ fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(path);
     }
     res
+}
+
+/// Create `path` (which must not exist) holding `bytes`, without syncing it: the caller makes a
+/// whole batch durable at once (see [`sync_filesystem`]) before publishing any of it.
+pub fn write_new_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let res = f.write_all(bytes);
+    if res.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    res
+}
+
+/// Make everything written so far to the filesystem holding `dir` durable with one syncfs(2).
+/// Where syncfs is unavailable or fails, every file in `files` is fsynced instead.
+pub fn sync_filesystem(dir: &Path, files: &[std::path::PathBuf]) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let d = File::open(dir)?;
+    // SAFETY: syncfs takes an fd we own for the duration of the call.
+    if unsafe { libc::syncfs(d.as_raw_fd()) } == 0 {
+        return Ok(());
+    }
+    for f in files {
+        open_regular(f)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Append `line` (which should end with `\n`) in one write, creating the file if needed.

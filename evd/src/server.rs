@@ -7,14 +7,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jsonrpsee::core::{async_trait, RpcResult};
+use jsonrpsee::core::{async_trait, RpcResult, SubscriptionResult};
 use jsonrpsee::server::{serve_with_graceful_shutdown, stop_channel, ServerConfig};
+use jsonrpsee::PendingSubscriptionSink;
 use proto::rpc::{
-    codes, DaemonStatus, DecideRequest, DecideResult, EvApiServer, GuardRequest, GuardResult,
-    Hello, HelloRequest, IdRequest, InitResult, ListResult, LogResult, PendingRequest,
-    PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, Refusal, ShowResult,
-    ShutdownAck, StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest, VerifyResult,
-    PROTOCOL_VERSION,
+    codes, BackfillRequest, BindCheckRequest, BindCheckResult, DaemonStatus, DecideRequest,
+    DecideResult, EvApiServer, GuardRequest, GuardResult, Hello, HelloRequest, IdRequest,
+    InitResult, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
+    PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest,
+    ReconcileResult, Refusal, ShowResult, ShutdownAck, StoreRequest, SupersedeRequest,
+    SupersedeResult, VerifyRequest, VerifyResult, PROTOCOL_VERSION,
 };
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
@@ -164,6 +166,76 @@ impl EvApiServer for Rpc {
         on_store(&self.0, &req.context, verbs::log).await
     }
 
+    async fn migrate_backfill(
+        &self,
+        pending: PendingSubscriptionSink,
+        req: BackfillRequest,
+    ) -> SubscriptionResult {
+        // Refusals before any work reject the call itself (so "stopping" is retried like any
+        // other request); everything after is an item of the stream.
+        if let Err(e) = self.0.admit() {
+            pending.reject(e).await;
+            return Ok(());
+        }
+        let actor = match self.0.registry.actor(&req.context) {
+            Ok(a) => a,
+            Err(e) => {
+                pending.reject(e).await;
+                return Ok(());
+            }
+        };
+        let sink = pending.accept().await?;
+        let (tx, mut rx) = tokio::sync::watch::channel(None::<MigrateProgress>);
+        let run = actor.run(move |store| {
+            if store.exists()? {
+                store.acquire("evd")?;
+            }
+            verbs::migrate::backfill(store, &req, &mut |p| {
+                let _ = tx.send(Some(p));
+            })
+        });
+        tokio::pin!(run);
+        let mut sent: Option<MigrateProgress> = None;
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                out = &mut run => break out,
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        break (&mut run).await;
+                    }
+                    let p = rx.borrow_and_update().clone();
+                    if let Some(p) = p {
+                        send_item(&sink, &MigrateEvent::Progress(p.clone())).await;
+                        sent = Some(p);
+                    }
+                }
+            }
+        };
+        // The last word on progress always reaches the client before the answer, however fast
+        // the run was.
+        let last = rx.borrow().clone();
+        if let Some(p) = last.filter(|p| sent.as_ref() != Some(p)) {
+            send_item(&sink, &MigrateEvent::Progress(p)).await;
+        }
+        let item = match outcome {
+            Ok(r) => MigrateEvent::Done(r),
+            Err(e) => MigrateEvent::Refused(e.into()),
+        };
+        send_item(&sink, &item).await;
+        Ok(())
+    }
+
+    async fn migrate_reconcile(&self, req: ReconcileRequest) -> RpcResult<ReconcileResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::migrate::reconcile(s, &req)).await
+    }
+
+    async fn migrate_bind_check(&self, req: BindCheckRequest) -> RpcResult<BindCheckResult> {
+        self.0.admit()?;
+        Ok(verbs::migrate::bind_check(&req)?)
+    }
+
     async fn verify(&self, req: VerifyRequest) -> RpcResult<VerifyResult> {
         if req.self_test {
             return Ok(verbs::self_test());
@@ -205,16 +277,31 @@ impl EvApiServer for Rpc {
     }
 }
 
+/// Send one item of a subscription; a client that went away is not an error (the work it asked
+/// for still completes, and the store is consistent either way).
+async fn send_item(sink: &jsonrpsee::SubscriptionSink, item: &MigrateEvent) {
+    match serde_json::value::to_raw_value(item) {
+        Ok(raw) => {
+            let _ = sink.send(raw).await;
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot encode a migrate item"),
+    }
+}
+
 /// Limits every connection is served under.
 fn server_config() -> ServerConfig {
     ServerConfig::builder()
-        .max_request_body_size(1024 * 1024)
+        .max_request_body_size(MAX_REQUEST_BYTES)
         .max_response_body_size(64 * 1024 * 1024)
         .max_connections(512)
         .max_subscriptions_per_connection(32)
         .set_message_buffer_capacity(256)
         .build()
 }
+
+/// The largest request evd reads (anything larger is refused unread). A `migrate` names its
+/// source files by path rather than carrying them, so no request needs more.
+pub const MAX_REQUEST_BYTES: u32 = 1024 * 1024;
 
 /// Serve until `daemon.stop` is cancelled. Connections from another uid are dropped unserved.
 pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::Result<()> {

@@ -504,29 +504,182 @@ impl Store {
         Ok(())
     }
 
-    /// A crash between "tick durable" and "HEAD moved" leaves one tick whose parent is HEAD and
-    /// which HEAD does not name. Finish that append: the tick was complete, so nothing is lost.
+    /// Append a whole chain of ticks (each the parent of the next, the first a child of HEAD) and
+    /// move HEAD once, to the last. `progress(phase, done, total)` hears `stage` (temp files
+    /// written) and `write` (ticks published), ending with `write` total/total. Every tick is written to a temp file, all of them are made
+    /// durable together (one syncfs), then each is renamed into `ticks/`, `ticks/` is synced, and
+    /// only then does HEAD move. So a file in `ticks/` is always complete, and a crash leaves HEAD
+    /// on the old tip with a durable linear chain below it that [`Store::recover_head`] finishes.
+    /// A failure before HEAD moves removes what it had put into `ticks/`.
+    pub fn append_batch(
+        &mut self,
+        ticks: &[Tick],
+        progress: &mut dyn FnMut(&str, u64, u64),
+    ) -> Result<(), Refusal> {
+        let Some(last) = ticks.last() else {
+            return Ok(());
+        };
+        if self.lock.is_none() {
+            return Err(Refusal::new(
+                codes::INTERNAL,
+                "not_owner",
+                "internal: append without holding the store lock",
+            ));
+        }
+        let head = self.head()?;
+        let linked = ticks
+            .iter()
+            .scan(head.as_str(), |parent, t| {
+                let ok = t.parent_id == *parent;
+                *parent = t.id.as_str();
+                Some(ok)
+            })
+            .all(|ok| ok);
+        if !linked {
+            return Err(Refusal::new(
+                codes::INTERNAL,
+                "not_a_chain",
+                "internal: a batch must be a chain descending from HEAD (HEAD moved?); nothing was written",
+            ));
+        }
+        let total = ticks.len() as u64;
+        let tmp = self.tmp_dir()?;
+        let dir = self.ticks_dir();
+        let dir_stamp = || fs::symlink_metadata(&dir).ok().map(|m| Stamp::of(&m));
+        let in_sync = self.ticks_stamp.is_some() && dir_stamp() == self.ticks_stamp;
+        let fail = |e: io::Error| Refusal::io(format!("writing tick: {e}"));
+
+        // 1. Stage every tick outside ticks/, unsynced.
+        let mut staged: Vec<PathBuf> = Vec::with_capacity(ticks.len());
+        let discard = |staged: &[PathBuf]| {
+            for p in staged {
+                let _ = fs::remove_file(p);
+            }
+        };
+        for (i, t) in ticks.iter().enumerate() {
+            let p = tmp.join(fsio::temp_name());
+            if let Err(e) = fsio::write_new_unsynced(&p, t.file_bytes().as_bytes()) {
+                discard(&staged);
+                return Err(fail(e));
+            }
+            staged.push(p);
+            if i % 256 == 255 {
+                progress("stage", i as u64 + 1, total);
+            }
+        }
+        // 2. Durable together.
+        if let Err(e) = fsio::sync_filesystem(&tmp, &staged) {
+            discard(&staged);
+            return Err(fail(e));
+        }
+        // 3. Publish into ticks/, then make the names durable.
+        let mut published: Vec<PathBuf> = Vec::with_capacity(ticks.len());
+        let unpublish = |published: &[PathBuf]| {
+            for p in published {
+                let _ = fs::remove_file(p);
+            }
+            let _ = fsio::sync_dir(&dir);
+        };
+        for (i, (t, p)) in ticks.iter().zip(&staged).enumerate() {
+            let dest = dir.join(&t.id);
+            let existed = fs::symlink_metadata(&dest).is_ok();
+            let moved = match fs::rename(p, &dest) {
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                    let _ = fs::remove_file(p);
+                    fsio::replace_atomically(&tmp, &dest, t.file_bytes().as_bytes())
+                }
+                other => other,
+            };
+            if let Err(e) = moved {
+                discard(&staged[i..]);
+                unpublish(&published);
+                return Err(fail(e));
+            }
+            // A file that was already there (same payload, same parent) is not ours to remove.
+            if !existed {
+                published.push(dest);
+            }
+            if i % 256 == 255 {
+                progress("write", i as u64 + 1, total);
+            }
+        }
+        if let Err(e) = fsio::sync_dir(&dir) {
+            unpublish(&published);
+            return Err(fail(e));
+        }
+        // 4. HEAD moves once, to the tip.
+        if let Err(e) = fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), last.id.as_bytes()) {
+            unpublish(&published);
+            return Err(fail(e));
+        }
+        progress("write", total, total);
+        self.writes += total;
+        if in_sync {
+            self.ticks_stamp = dir_stamp();
+        }
+        for t in ticks {
+            let file_stamp = fs::symlink_metadata(dir.join(&t.id))
+                .ok()
+                .map(|m| Stamp::of(&m));
+            self.files.insert(
+                t.id.clone(),
+                Cached::new(file_stamp, Entry::Tick(Arc::new(t.clone()))),
+            );
+        }
+        Ok(())
+    }
+
+    /// The JSON of one file of `ticks/`, read fresh (for files the tick reader refused, whose raw
+    /// fields some verbs still use). `None` when it cannot be read or is not JSON.
+    pub fn raw_value(&self, name: &str) -> Option<serde_json::Value> {
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+            return None;
+        }
+        let text = fsio::read_text(&self.ticks_dir().join(name)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// A crash between "ticks durable" and "HEAD moved" leaves a chain of complete ticks below
+    /// HEAD that HEAD does not name: one tick from a single append, several from a batch. Finish
+    /// that append: when HEAD has exactly one child, that child exactly one, and so on to a tick
+    /// with none, HEAD moves to the end. Anything branching is left alone.
     fn recover_head(&mut self) -> Result<(), Refusal> {
         let Ok(head) = self.head() else { return Ok(()) };
         let Ok(ticks) = self.ticks() else {
             return Ok(());
         };
-        let children: Vec<&str> = ticks
-            .iter()
-            .filter(|(name, t)| t.parent_id == head && *name != head)
-            .map(|(name, _)| *name)
-            .collect();
-        let [only] = children.as_slice() else {
-            return Ok(());
-        };
-        let only = only.to_string();
-        if ticks.iter().any(|(_, t)| t.parent_id == only) {
+        let mut children: std::collections::HashMap<&str, Vec<&str>> =
+            std::collections::HashMap::new();
+        for (name, t) in &ticks {
+            if t.parent_id != *name {
+                children.entry(t.parent_id.as_str()).or_default().push(name);
+            }
+        }
+        let mut tip = head.as_str();
+        let mut seen = BTreeSet::new();
+        loop {
+            match children.get(tip).map(Vec::as_slice) {
+                None | Some([]) => break,
+                Some([only]) => {
+                    if !seen.insert(*only) {
+                        return Ok(()); // a cycle cannot come from content ids; leave it alone
+                    }
+                    tip = only;
+                }
+                Some(_) => return Ok(()),
+            }
+        }
+        if tip == head {
             return Ok(());
         }
-        tracing::warn!(store = %self.root.display(), head = %head, tick = %only,
-            "finishing an interrupted append: moving HEAD to the durable tick it did not name");
+        let (tip, rolled) = (tip.to_string(), seen.len());
+        drop(seen);
+        drop(children);
+        drop(ticks);
+        tracing::warn!(store = %self.root.display(), head = %head, tick = %tip, ticks = rolled,
+            "finishing an interrupted append: moving HEAD to the end of the durable chain it did not name");
         let tmp = self.tmp_dir()?;
-        fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), only.as_bytes())
+        fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), tip.as_bytes())
             .map_err(|e| Refusal::io(format!("writing HEAD: {e}")))
     }
 
@@ -630,6 +783,101 @@ mod tests {
         assert_eq!(s.ticks().expect("ticks").len(), 1);
         // Nothing but ticks in ticks/.
         assert_eq!(fs::read_dir(s.ticks_dir()).expect("ls").count(), 1);
+    }
+
+    fn chain_of(n: usize, parent: &str) -> Vec<Tick> {
+        let mut out = Vec::new();
+        let mut parent = parent.to_string();
+        for i in 0..n {
+            let mut t = proto::Tick::parse(
+                r#"{"blame":"b","decision":"d","grounds":[],"held_since":"","id":"","observe":"","parent_id":"","status":"live"}"#,
+            )
+            .expect("tick");
+            t.decision = format!("batch {i}");
+            t.parent_id = parent.clone();
+            t.id = proto::id::tick_id(&t.decision, &t.observe, &t.grounds, &t.parent_id);
+            parent = t.id.clone();
+            out.push(t);
+        }
+        out
+    }
+
+    #[test]
+    fn a_batch_lands_whole_and_moves_head_once() {
+        let (_d, mut s) = store();
+        s.acquire("test").expect("lock");
+        let batch = chain_of(600, "");
+        let mut calls = 0;
+        s.append_batch(&batch, &mut |_, _, _| calls += 1)
+            .expect("batch");
+        assert!(calls >= 1);
+        assert_eq!(s.head().expect("head"), batch[599].id);
+        assert_eq!(s.ticks().expect("ticks").len(), 600);
+        for t in [&batch[0], &batch[599]] {
+            let on_disk = fs::read_to_string(s.ticks_dir().join(&t.id)).expect("read");
+            assert_eq!(on_disk, t.file_bytes());
+        }
+        assert_eq!(
+            fs::read_dir(s.tmp_dir().expect("tmp")).expect("ls").count(),
+            0
+        );
+        // A batch that does not descend from HEAD is refused before anything is written.
+        let stray = chain_of(2, "");
+        let e = s
+            .append_batch(&stray, &mut |_, _, _| {})
+            .expect_err("refused");
+        assert_eq!(e.reason, "not_a_chain");
+        assert_eq!(fs::read_dir(s.ticks_dir()).expect("ls").count(), 600);
+        s.append_batch(&[], &mut |_, _, _| {})
+            .expect("an empty batch is a no-op");
+        assert_eq!(s.head().expect("head"), batch[599].id);
+    }
+
+    #[test]
+    fn a_crash_mid_batch_is_rolled_forward_to_the_end_of_the_chain() {
+        let (d, mut s) = store();
+        s.acquire("test").expect("lock");
+        let first = chain_of(1, "");
+        s.append_batch(&first, &mut |_, _, _| {}).expect("first");
+        // The batch's ticks are durable, HEAD never moved: the state a crash leaves.
+        let rest = chain_of(5, &first[0].id);
+        for t in &rest {
+            fs::write(s.ticks_dir().join(&t.id), t.file_bytes()).expect("write");
+        }
+        drop(s);
+        let mut s = Store::new(d.path().to_path_buf());
+        s.acquire("test").expect("reopen");
+        assert_eq!(s.head().expect("head"), rest[4].id);
+    }
+
+    #[test]
+    fn a_branching_tail_is_left_alone() {
+        let (d, mut s) = store();
+        s.acquire("test").expect("lock");
+        let first = chain_of(1, "");
+        s.append_batch(&first, &mut |_, _, _| {}).expect("first");
+        let mut a = chain_of(3, &first[0].id);
+        let b = chain_of(1, &a[0].id);
+        let mut other = b[0].clone();
+        other.decision = "a sibling".into();
+        other.id = proto::id::tick_id(
+            &other.decision,
+            &other.observe,
+            &other.grounds,
+            &other.parent_id,
+        );
+        a.push(other);
+        for t in &a {
+            fs::write(s.ticks_dir().join(&t.id), t.file_bytes()).expect("write");
+        }
+        drop(s);
+        let mut s = Store::new(d.path().to_path_buf());
+        s.acquire("test").expect("reopen");
+        assert_eq!(
+            s.head().expect("head"),
+            first[0].id,
+            "ambiguous: HEAD stays"
+        );
     }
 
     #[test]

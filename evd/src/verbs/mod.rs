@@ -6,6 +6,7 @@ pub mod guard;
 pub mod init;
 pub mod list;
 pub mod log;
+pub mod migrate;
 pub mod pending;
 pub mod propose;
 pub mod ratify;

@@ -47,6 +47,28 @@ pub fn checks(
         .collect())
 }
 
+/// Step 4: the tick `new` becomes on `parent_id` at `now` (status `live`, id = content hash).
+pub fn mint(new: NewTick, parent_id: String, now: time::OffsetDateTime) -> Tick {
+    let id = proto::id::tick_id(&new.decision, &new.observe, &new.grounds, &parent_id);
+    Tick {
+        decision: new.decision,
+        observe: new.observe,
+        grounds: new.grounds,
+        parent_id,
+        id,
+        status: "live".into(),
+        held_since: crate::clock::format(now),
+        blame: new.blame,
+        authority: new.authority,
+        jurisdiction: new.jurisdiction,
+        source_ref: new.source_ref,
+        provenance: new.provenance,
+        supersedes: new.supersedes,
+        ratifies: new.ratifies,
+        unknown_keys: Vec::new(),
+    }
+}
+
 /// Run the whole path for `new`. With `preview`, nothing is written (no tick, HEAD or event);
 /// the returned tick is the one a real write would mint if HEAD does not move meanwhile.
 /// `op` names the event appended on a real write. Refusals carry the warnings emitted before
@@ -67,24 +89,7 @@ pub fn write(
     store.require().map_err(with)?;
     let parent_id = store.head().map_err(with)?;
     let now = crate::clock::now();
-    let id = proto::id::tick_id(&new.decision, &new.observe, &new.grounds, &parent_id);
-    let tick = Tick {
-        decision: new.decision,
-        observe: new.observe,
-        grounds: new.grounds,
-        parent_id,
-        id,
-        status: "live".into(),
-        held_since: crate::clock::format(now),
-        blame: new.blame,
-        authority: new.authority,
-        jurisdiction: new.jurisdiction,
-        source_ref: new.source_ref,
-        provenance: new.provenance,
-        supersedes: new.supersedes,
-        ratifies: new.ratifies,
-        unknown_keys: Vec::new(),
-    };
+    let tick = mint(new, parent_id, now);
     if !preview {
         let event = crate::events::tick_event(op, &tick, now);
         store.append(tick.clone()).map_err(with)?;

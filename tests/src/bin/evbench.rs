@@ -6,6 +6,8 @@
 //! cargo build --release --workspace && cargo run --release -p evd-e2e --bin evbench
 //! ```
 //!
+//! `evbench migrate` runs only the migrate section (10,000 canonical records per `evctl migrate`).
+//!
 //! It uses the `evd` and `evctl` that sit next to its own executable (target/release/), a private
 //! runtime directory (its own daemon, never the user's), and stores made by
 //! `../shared/bench/gen_store.py`. Everything it creates lives in temp directories and the daemon
@@ -847,6 +849,80 @@ fn bench_concurrent_decide(w: &World, report: &mut Report) -> Res<()> {
     Ok(())
 }
 
+/// `n` canonical intake records, each with a chosen ground and a road not taken.
+fn canonical_history(n: usize) -> String {
+    let mut out = String::new();
+    for i in 0..n {
+        let line = serde_json::json!({
+            "kind": "ev-decision-intake",
+            "decision": format!("decision number {i} from the old tracker"),
+            "observe": format!("round R{i}"),
+            "grounds": [
+                {"claim": format!("the reason for decision {i}"), "supports": "chosen"},
+                {"claim": "too heavy for what it buys", "supports": "rejected:the-other-way"}
+            ],
+            "blame": "Wang Yu",
+            "source_ref": format!("R{i}"),
+            "provenance": "imported"
+        });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// Section 5: a 10,000-record backfill as one whole `evctl migrate` process against the warm
+/// daemon (read the file, one streamed call, every tick durable, HEAD moved once), into a fresh
+/// store each round; then the idempotent re-run. Returns the import rate (records/s at p50).
+fn bench_migrate(w: &World, report: &mut Report) -> Res<Option<f64>> {
+    const RECORDS: usize = 10_000;
+    const ROUNDS: usize = 3;
+    println!(
+        "\n5. `evctl migrate --source canonical:…` — {RECORDS} records, one whole evctl process, warm daemon"
+    );
+    if cfg!(debug_assertions) {
+        println!("  skipped: migrate throughput is measured only in a release build");
+        return Ok(None);
+    }
+    let text = canonical_history(RECORDS);
+    println!(
+        "  source: {RECORDS} canonical lines, {:.1} MiB; a fresh store per round",
+        text.len() as f64 / (1024.0 * 1024.0)
+    );
+    let (mut import, mut rerun) = (Vec::new(), Vec::new());
+    let want_import = format!("imported {RECORDS}, skipped 0, re-linked 0, 0 source-only gap(s)\n");
+    let want_rerun = format!("imported 0, skipped {RECORDS}, re-linked 0, 0 source-only gap(s)\n");
+    for _ in 0..ROUNDS {
+        let repo = evd_e2e::Repo::new();
+        let root = fs::canonicalize(repo.path()).map_err(|e| format!("canonicalize: {e}"))?;
+        w.evctl(&root, &["init"])?;
+        fs::write(root.join("history.jsonl"), &text)
+            .map_err(|e| format!("writing the source: {e}"))?;
+        let args = ["migrate", "--source", "canonical:history.jsonl"];
+        let t = Instant::now();
+        let out = w.evctl(&root, &args)?;
+        import.push(t.elapsed());
+        if out != want_import {
+            return Err(format!("migrate answered {out:?}"));
+        }
+        let t = Instant::now();
+        let out = w.evctl(&root, &args)?;
+        rerun.push(t.elapsed());
+        if out != want_rerun {
+            return Err(format!("the re-run answered {out:?}"));
+        }
+    }
+    let s = report.add("migrate", "10k rec", "evctl process, import", stats(import));
+    let r = report.add("migrate", "10k rec", "evctl process, re-run", stats(rerun));
+    let rate = RECORDS as f64 / s.p50.as_secs_f64();
+    println!(
+        "  import: {rate:.0} records/s (p50; best {:.0}/s); idempotent re-run (all skipped): {:.0} records/s",
+        RECORDS as f64 / s.min.as_secs_f64(),
+        RECORDS as f64 / r.p50.as_secs_f64()
+    );
+    Ok(Some(rate))
+}
+
 fn run(report: &mut Report) -> Res<()> {
     let bins = locate_bins()?;
     let started = Instant::now();
@@ -874,6 +950,21 @@ fn run(report: &mut Report) -> Res<()> {
         w.xdg.path().display(),
         fs_type(w.xdg.path()).unwrap_or_else(|| "?".into())
     );
+
+    // `evbench migrate`: only the migrate section (no generated stores, no read benches).
+    if std::env::args().skip(1).any(|a| a == "migrate") {
+        let mut daemon = w.start_daemon()?;
+        let rate = bench_migrate(&w, report)?;
+        println!("\nshutdown: {}", daemon.shutdown());
+        println!("\nsummary ({} total):", fmt_dur(started.elapsed()));
+        report.table();
+        if let Some(rate) = rate {
+            println!(
+                "migrate: {rate:.0} records/s (10,000 canonical records, whole evctl process)"
+            );
+        }
+        return Ok(());
+    }
 
     println!("\nsetup:");
     let small = make_fixture("1k", 1_000, 1)?;
@@ -969,6 +1060,8 @@ fn run(report: &mut Report) -> Res<()> {
         fmt_kb(hwm_end)
     );
 
+    let migrate_rate = bench_migrate(&w, report)?;
+
     drop(client);
     println!("\nshutdown: {}", daemon.shutdown());
 
@@ -984,6 +1077,12 @@ fn run(report: &mut Report) -> Res<()> {
         fmt_kb(rss_held.last().and_then(|(_, _, a)| *a)),
         fmt_kb(hwm_end)
     );
+    match migrate_rate {
+        Some(rate) => {
+            println!("migrate: {rate:.0} records/s (10,000 canonical records, whole evctl process)")
+        }
+        None => println!("migrate: not measured (debug build)"),
+    }
     Ok(())
 }
 
