@@ -136,36 +136,7 @@ enum Cmd {
     /// The target is the only unbound ground, a ground's claim, or its zero-based index.
     /// A rejected road takes a test only with --authority user-ruled (a tripwire).
     #[command(verbatim_doc_comment)]
-    Guard {
-        /// The test that passes while the claim holds.
-        #[arg(allow_hyphen_values = true)]
-        selector: String,
-        /// HEAD's id (guard only amends the current HEAD).
-        id: String,
-        /// The ground: its claim, or its zero-based index among all grounds.
-        target: Option<String>,
-        /// The test that flips red if the claim breaks.
-        #[arg(long, allow_hyphen_values = true)]
-        counter_test: String,
-        /// Where the test must keep running (repeatable, at least one).
-        #[arg(long = "on-platform", value_name = "P")]
-        platforms: Vec<String>,
-        /// A path whose change makes the last run stale (repeatable, at least one).
-        #[arg(long = "triggered-by", value_name = "PATH")]
-        triggered_by: Vec<String>,
-        /// What the test guards (repeatable, at least one).
-        #[arg(long = "surface", value_name = "S")]
-        surfaces: Vec<String>,
-        /// The commit the test was verified at (default: git HEAD).
-        #[arg(long, value_name = "SHA")]
-        verified_at_sha: Option<String>,
-        /// Who is on the hook (default: git config user.name).
-        #[arg(long)]
-        blame: Option<String>,
-        /// user-ruled | agent-disposable (the child's only; not inherited).
-        #[arg(long)]
-        authority: Option<String>,
-    },
+    Guard(verbs::GuardArgs),
     /// Replace a prior ruling: re-tag it, or overturn it with a new one.
     ///
     /// evctl supersede <id> [--authority …] [--jurisdiction …] [--provenance …] [--blame …]
@@ -299,32 +270,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         }
         Cmd::Ratify { id, blame } => verbs::ratify(&mut s, id, blame).await,
         Cmd::Pending { source_ref } => verbs::pending(&mut s, &g, source_ref).await,
-        Cmd::Guard {
-            selector,
-            id,
-            target,
-            counter_test,
-            platforms,
-            triggered_by,
-            surfaces,
-            verified_at_sha,
-            blame,
-            authority,
-        } => {
-            let a = verbs::GuardArgs {
-                selector,
-                id,
-                target,
-                counter_test,
-                platforms,
-                triggered_by,
-                surfaces,
-                verified_at_sha,
-                blame,
-                authority,
-            };
-            verbs::guard(&mut s, a).await
-        }
+        Cmd::Guard(a) => verbs::guard(&mut s, a).await,
         Cmd::Migrate(a) => s.migrate(a).await,
         Cmd::Show { id } => verbs::show(&mut s, &id).await,
         Cmd::List => verbs::list(&mut s, &g).await,

@@ -126,17 +126,36 @@ pub async fn ratify(s: &mut Session, id: String, blame: String) -> Out {
     s.finish(r, |v| render::ratify(v, json))
 }
 
-/// `guard`'s fixed flags, as clap parsed them.
+/// `guard`'s fixed flag set (upstream's, flag for flag).
+#[derive(clap::Args, Debug)]
 pub struct GuardArgs {
+    /// The test that passes while the claim holds.
+    #[arg(allow_hyphen_values = true)]
     pub selector: String,
+    /// HEAD's id (guard only amends the current HEAD).
     pub id: String,
+    /// The ground: its claim, or its zero-based index among all grounds.
     pub target: Option<String>,
+    /// The test that flips red if the claim breaks.
+    #[arg(long, allow_hyphen_values = true)]
     pub counter_test: String,
+    /// Where the test must keep running (repeatable, at least one).
+    #[arg(long = "on-platform", value_name = "P")]
     pub platforms: Vec<String>,
+    /// A path whose change makes the last run stale (repeatable, at least one).
+    #[arg(long = "triggered-by", value_name = "PATH")]
     pub triggered_by: Vec<String>,
+    /// What the test guards (repeatable, at least one).
+    #[arg(long = "surface", value_name = "S")]
     pub surfaces: Vec<String>,
+    /// The commit the test was verified at (default: git HEAD).
+    #[arg(long, value_name = "SHA")]
     pub verified_at_sha: Option<String>,
+    /// Who is on the hook (default: git config user.name).
+    #[arg(long)]
     pub blame: Option<String>,
+    /// user-ruled | agent-disposable (the child's only; not inherited).
+    #[arg(long)]
     pub authority: Option<String>,
 }
 
