@@ -21,3 +21,4 @@ pub mod users;
 pub mod verbs;
 pub mod verdict;
 pub mod view;
+pub mod watcher;

@@ -1,0 +1,238 @@
+//! What changed around a store, from notify (debounced): receipts appended by any process, the
+//! selected-list, the ticks, the config, and the git refs a verdict depends on (HEAD, branches,
+//! packed-refs, the upstream tracking ref). Changes only say *where* to look again; the truth is
+//! always re-read from disk. A lost event (inotify overflow) or a watch error asks for a full
+//! rescan, never a silently stale answer.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode};
+use notify_debouncer_full::{new_debouncer, DebounceEventResult, Debouncer, RecommendedCache};
+
+/// How long events settle before they are delivered.
+pub const DEBOUNCE: Duration = Duration::from_millis(40);
+
+/// One batch of changes.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// Receipt file keys (`<key>.jsonl` stems) that changed.
+    pub receipts: BTreeSet<String>,
+    pub selected: bool,
+    pub ticks: bool,
+    pub config: bool,
+    /// HEAD, a branch, packed-refs or a remote-tracking ref moved.
+    pub git: bool,
+    /// Events were lost or a watch failed: re-evaluate everything.
+    pub rescan: bool,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        *self == Changes::default()
+    }
+}
+
+/// The paths one store's watcher classifies events by.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub ev: PathBuf,
+    pub receipts: PathBuf,
+    pub ticks: PathBuf,
+    /// `git rev-parse --absolute-git-dir` (HEAD lives here) and the common dir (refs live there).
+    pub git_dir: Option<PathBuf>,
+    pub git_common: Option<PathBuf>,
+}
+
+impl Layout {
+    /// The layout of the store under `root`, asking git where its directories are.
+    pub fn of(root: &Path) -> Layout {
+        let ev = root.join(".evolving");
+        let git = |arg: &str| -> Option<PathBuf> {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(root)
+                .args(["rev-parse", arg])
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (out.status.success() && !s.is_empty()).then(|| root.join(s))
+        };
+        Layout {
+            receipts: ev.join("results").join("receipts"),
+            ticks: ev.join("ticks"),
+            git_dir: git("--absolute-git-dir"),
+            git_common: git("--git-common-dir"),
+            ev,
+        }
+    }
+
+    /// Fold one event path into `c`.
+    fn classify(&self, path: &Path, c: &mut Changes) {
+        if let Ok(rest) = path.strip_prefix(&self.receipts) {
+            if let Some(key) = rest
+                .to_str()
+                .and_then(|n| n.strip_suffix(".jsonl"))
+                .filter(|k| !k.contains('/'))
+            {
+                c.receipts.insert(key.to_string());
+            } else if rest.as_os_str().is_empty() {
+                c.rescan = true; // the directory itself came or went
+            }
+        } else if path.starts_with(&self.ticks) || path == self.ev.join("HEAD") {
+            c.ticks = true;
+        } else if path == self.ev.join("results").join("selected.json") {
+            c.selected = true;
+        } else if path == self.ev.join("config") {
+            c.config = true;
+        } else if path == self.ev.join("results") {
+            c.rescan = true;
+        } else if self
+            .git_dir
+            .iter()
+            .chain(self.git_common.iter())
+            .any(|g| path.starts_with(g))
+        {
+            // Lock files and the object store never decide a verdict.
+            let noise = path.extension().is_some_and(|e| e == "lock")
+                || path.components().any(|p| p.as_os_str() == "objects");
+            if !noise {
+                c.git = true;
+            }
+        }
+    }
+}
+
+/// Keeps the watches alive; dropping it stops them.
+pub struct StoreWatcher {
+    _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+}
+
+/// Watch the store under `root`, sending each non-empty batch of changes to `tx`.
+/// `results/receipts/` is created if missing (writers create it on demand anyway).
+pub fn watch(layout: Layout, tx: mpsc::Sender<Changes>) -> notify::Result<StoreWatcher> {
+    let _ = std::fs::create_dir_all(&layout.receipts);
+    let classify = layout.clone();
+    let mut debouncer = new_debouncer(DEBOUNCE, None, move |res: DebounceEventResult| {
+        let mut c = Changes::default();
+        match res {
+            Ok(events) => {
+                for e in events {
+                    if e.need_rescan() {
+                        c.rescan = true;
+                        continue;
+                    }
+                    if matches!(e.kind, EventKind::Access(_)) {
+                        continue;
+                    }
+                    for p in &e.paths {
+                        classify.classify(p, &mut c);
+                    }
+                }
+            }
+            Err(errors) => {
+                for e in errors {
+                    tracing::warn!(error = %e, "watch error: rescanning");
+                }
+                c.rescan = true;
+            }
+        }
+        if !c.is_empty() {
+            let _ = tx.send(c);
+        }
+    })?;
+    debouncer.watch(&layout.ev, RecursiveMode::NonRecursive)?;
+    debouncer.watch(layout.ev.join("results"), RecursiveMode::NonRecursive)?;
+    debouncer.watch(&layout.receipts, RecursiveMode::NonRecursive)?;
+    debouncer.watch(&layout.ticks, RecursiveMode::NonRecursive)?;
+    if let Some(g) = &layout.git_dir {
+        debouncer.watch(g, RecursiveMode::NonRecursive)?;
+    }
+    if let Some(common) = &layout.git_common {
+        let refs = common.join("refs");
+        if refs.is_dir() {
+            debouncer.watch(&refs, RecursiveMode::Recursive)?;
+        }
+        if Some(common) != layout.git_dir.as_ref() {
+            debouncer.watch(common, RecursiveMode::NonRecursive)?;
+        }
+    }
+    Ok(StoreWatcher {
+        _debouncer: debouncer,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// Wait (bounded) until the accumulated changes satisfy `want`.
+    fn until(rx: &mpsc::Receiver<Changes>, want: impl Fn(&Changes) -> bool) -> Changes {
+        let mut seen = Changes::default();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(c) = rx.recv_timeout(Duration::from_millis(100)) {
+                seen.receipts.extend(c.receipts);
+                seen.selected |= c.selected;
+                seen.ticks |= c.ticks;
+                seen.config |= c.config;
+                seen.git |= c.git;
+                seen.rescan |= c.rescan;
+                if want(&seen) {
+                    return seen;
+                }
+            }
+        }
+        panic!("the change never arrived; saw {seen:?}");
+    }
+
+    #[test]
+    fn receipts_selected_ticks_and_git_moves_are_each_reported() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path();
+        git(root, &["init", "-q", "-b", "main"]);
+        git(root, &["config", "user.name", "W"]);
+        git(root, &["config", "user.email", "w@example.invalid"]);
+        std::fs::write(root.join("f"), "1").expect("write");
+        git(root, &["add", "f"]);
+        git(root, &["commit", "-q", "-m", "one"]);
+        let mut store = crate::store::Store::new(root.to_path_buf());
+        store.init().expect("init");
+
+        let (tx, rx) = mpsc::channel();
+        let _w = watch(Layout::of(root), tx).expect("watch");
+
+        let receipts = root.join(".evolving/results/receipts/b5bea41b6c62.jsonl");
+        crate::fsio::append(&receipts, b"{\"torn").expect("append");
+        let c = until(&rx, |c| c.receipts.contains("b5bea41b6c62"));
+        assert!(!c.git);
+
+        std::fs::write(root.join(".evolving/results/selected.json"), "{}").expect("write");
+        until(&rx, |c| c.selected);
+
+        std::fs::write(root.join(".evolving/ticks/aaaaaaaaaaaa"), "{}").expect("write");
+        until(&rx, |c| c.ticks);
+
+        std::fs::write(root.join("f"), "2").expect("write");
+        git(root, &["commit", "-q", "-am", "two"]);
+        until(&rx, |c| c.git);
+    }
+}
