@@ -53,17 +53,13 @@ struct Cached {
     stamp: Option<Stamp>,
     entry: Entry,
     /// A tick's decision identity (for the current-view collapse), computed once per read.
-    identity: Option<String>,
+    identity: Option<crate::view::Identity>,
 }
 
 impl Cached {
     fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
         let identity = match &entry {
-            Entry::Tick(t) => Some(proto::id::decision_identity(
-                &t.decision,
-                &t.observe,
-                &t.grounds,
-            )),
+            Entry::Tick(t) => Some(crate::view::identity_of(t)),
             _ => None,
         };
         Cached {
@@ -389,11 +385,11 @@ impl Store {
     /// Whole-store read rules apply.
     pub fn current(&mut self) -> Result<Vec<(&str, &Tick)>, Refusal> {
         self.entries()?;
-        let inputs: Vec<(&str, &Tick, &str)> = self
+        let inputs: Vec<(&str, &Tick, crate::view::Identity)> = self
             .files
             .iter()
-            .filter_map(|(n, c)| match (&c.entry, &c.identity) {
-                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t.as_ref(), id.as_str())),
+            .filter_map(|(n, c)| match (&c.entry, c.identity) {
+                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t.as_ref(), id)),
                 _ => None,
             })
             .collect();

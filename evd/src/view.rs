@@ -9,15 +9,29 @@ use std::collections::HashSet;
 use proto::id::decision_identity;
 use proto::Tick;
 
-/// `ticks` are `(file name, tick, decision identity)` of every parseable tick (the identity is
-/// [`decision_identity`] of the tick, passed in so a cache can compute it once). Returns the
-/// current ticks, newest first.
-pub fn current<'a>(ticks: &[(&'a str, &'a Tick, &'a str)]) -> Vec<(&'a str, &'a Tick)> {
+/// A decision identity, kept as a digest: the first 16 bytes of SHA-256 over the compact
+/// [`decision_identity`] text (equal texts, equal digests; a collision is out of reach), so a
+/// cache holding 100,000 ticks does not hold a second copy of every payload.
+pub type Identity = [u8; 16];
+
+/// The identity digest of a tick.
+pub fn identity_of(t: &Tick) -> Identity {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(decision_identity(&t.decision, &t.observe, &t.grounds).as_bytes());
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
+
+/// `ticks` are `(file name, tick, identity)` of every parseable tick (the identity is
+/// [`identity_of`] the tick, passed in so a cache can compute it once). Returns the current
+/// ticks, newest first.
+pub fn current<'a>(ticks: &[(&'a str, &'a Tick, Identity)]) -> Vec<(&'a str, &'a Tick)> {
     let superseded: HashSet<&str> = ticks
         .iter()
         .filter_map(|(_, t, _)| t.supersedes.as_deref())
         .collect();
-    let mut ordered: Vec<(&str, &Tick, &str)> = ticks
+    let mut ordered: Vec<(&str, &Tick, Identity)> = ticks
         .iter()
         .filter(|(file, _, _)| !superseded.contains(file))
         .copied()
@@ -31,17 +45,11 @@ pub fn current<'a>(ticks: &[(&'a str, &'a Tick, &'a str)]) -> Vec<(&'a str, &'a 
         .collect()
 }
 
-/// The identity inputs for [`current`], computing each identity on the spot.
-pub fn with_identities<'a>(ticks: &[(&'a str, &'a Tick)]) -> Vec<(&'a str, &'a Tick, String)> {
+/// The inputs for [`current`], computing each identity on the spot.
+pub fn with_identities<'a>(ticks: &[(&'a str, &'a Tick)]) -> Vec<(&'a str, &'a Tick, Identity)> {
     ticks
         .iter()
-        .map(|(f, t)| {
-            (
-                *f,
-                *t,
-                decision_identity(&t.decision, &t.observe, &t.grounds),
-            )
-        })
+        .map(|(f, t)| (*f, *t, identity_of(t)))
         .collect()
 }
 
@@ -89,10 +97,10 @@ mod tests {
             ("bbbbbbbbbbbb", &b),
             ("cccccccccccc", &c),
         ];
-        let owned = with_identities(&all);
-        let inputs: Vec<(&str, &Tick, &str)> =
-            owned.iter().map(|(f, t, i)| (*f, *t, i.as_str())).collect();
-        let ids: Vec<&str> = current(&inputs).iter().map(|(f, _)| *f).collect();
+        let ids: Vec<&str> = current(&with_identities(&all))
+            .iter()
+            .map(|(f, _)| *f)
+            .collect();
         // b is superseded, so a (same content, older) resurfaces.
         assert_eq!(ids, vec!["cccccccccccc", "aaaaaaaaaaaa"]);
     }
