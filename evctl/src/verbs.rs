@@ -605,8 +605,7 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
         .attest
         .iter()
         .flat_map(|v| v.split(','))
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
+        .map(str::to_string)
         .collect();
     let req = proto::rpc::CheckRequest {
         context: ctx.clone(),
