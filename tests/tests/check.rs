@@ -610,6 +610,18 @@ fn check_run_executes_in_the_caller_and_matches_upstream() {
         t.receipts(t.ours.path(), "false"),
         t.receipts(t.theirs.path(), "false")
     );
+    // Receipts that cannot be written: warnings in upstream's words, the exit unchanged.
+    for d in t.dirs() {
+        let r = d.join(".evolving/results/receipts");
+        std::fs::rename(&r, d.join("receipts.bak")).expect("mv");
+        std::fs::write(&r, "").expect("file in the way");
+    }
+    t.step_masked(&["check", "--run"]);
+    for d in t.dirs() {
+        let r = d.join(".evolving/results/receipts");
+        std::fs::remove_file(&r).expect("rm");
+        std::fs::rename(d.join("receipts.bak"), &r).expect("mv back");
+    }
     // Another platform; a green exit code other than 0.
     t.step_masked(&["check", "--run", "--platform", "linux-ci"]);
     t.put("config", "green_exit_code = 3\nstaleness_ref = \"none\"\n");

@@ -369,6 +369,15 @@ pub fn plan(store: &mut Store) -> Result<CheckPlan, Refusal> {
     })
 }
 
+/// Create `results/receipts` on demand: a symlink is refused, anything else fails with the
+/// plain OS error upstream reports (`File exists (os error 17)` for a file in the way).
+fn receipts_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => fsio::ensure_dir(dir),
+        _ => std::fs::create_dir_all(dir),
+    }
+}
+
 /// `ev.receipts.append`: stamp each receipt with evd's clock and append it as one line.
 pub fn append_receipts(
     store: &mut Store,
@@ -399,7 +408,7 @@ pub fn append_receipts(
         };
         let line = receipt.line();
         let path = dir.join(format!("{}.jsonl", proto::id::receipt_key(&r.test)));
-        match fsio::ensure_dir(&dir).and_then(|()| fsio::append(&path, line.as_bytes())) {
+        match receipts_dir(&dir).and_then(|()| fsio::append(&path, line.as_bytes())) {
             Ok(()) => out.written.push(line),
             Err(e) => out.warnings.push(Warning {
                 kind: "receipt_write".into(),
