@@ -461,6 +461,32 @@ fn harvested_memo_and_notes_match_upstream() {
     assert!(r.stdout.contains("memo\t"), "{}", r.stdout);
     assert!(r.stdout.contains("harvested-unproven: 1 of 2"));
     t.step(&["check", "--color", "always"]);
+    // A hand-made detect-only tick with a test (no write door makes one): LOCK 1.
+    let r = decide(
+        &t,
+        "detect only",
+        &[ground("watch it", "t-c", &["local"], "c.txt")],
+        &["--jurisdiction", "B"],
+    );
+    let id = r.stdout.split_whitespace().nth(1).expect("id").to_string();
+    for d in t.dirs() {
+        let p = d.join(".evolving/ticks").join(&id);
+        let text = std::fs::read_to_string(&p).expect("tick");
+        assert!(text.contains("\"jurisdiction\": \"B\""));
+        std::fs::write(
+            &p,
+            text.replace("\"jurisdiction\": \"B\"", "\"jurisdiction\": \"C\""),
+        )
+        .expect("write");
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert_eq!(r.code, 0, "memo never gates");
+    assert!(
+        r.stdout.contains(&format!("memo\t{id}\t\"watch it\"")),
+        "{}",
+        r.stdout
+    );
+    t.step(&["check", "--color", "always"]);
     t.same_results();
 }
 

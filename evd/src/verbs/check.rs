@@ -385,19 +385,22 @@ pub fn append_receipts(
 ) -> Result<AppendReceiptsResult, Refusal> {
     store.require()?;
     let dir = store.results_dir().join("receipts");
+    // Validate the whole batch before writing any of it.
+    let checked = req
+        .receipts
+        .iter()
+        .map(|r| match r.result.as_str() {
+            "green" => Ok((r, RunResult::Green)),
+            "red" => Ok((r, RunResult::Red)),
+            "gray" => Ok((r, RunResult::Gray)),
+            other => Err(Refusal::refused(
+                "receipt_result",
+                format!("receipt: invalid result: {other}"),
+            )),
+        })
+        .collect::<Result<Vec<_>, Refusal>>()?;
     let mut out = AppendReceiptsResult::default();
-    for r in &req.receipts {
-        let result = match r.result.as_str() {
-            "green" => RunResult::Green,
-            "red" => RunResult::Red,
-            "gray" => RunResult::Gray,
-            other => {
-                return Err(Refusal::refused(
-                    "receipt_result",
-                    format!("receipt: invalid result: {other}"),
-                ))
-            }
-        };
+    for (r, result) in checked {
         let receipt = Receipt {
             test: r.test.clone(),
             platform: r.platform.clone(),
@@ -434,5 +437,37 @@ mod tests {
         assert_eq!(parse_selected(r#"{"selected":[1]}"#), None);
         assert_eq!(parse_selected("[]"), None);
         assert_eq!(parse_selected("nope"), None);
+    }
+
+    #[test]
+    fn appended_receipts_are_one_parseable_line_each_and_bad_results_are_refused() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::new(d.path().to_path_buf());
+        assert!(append_receipts(&mut store, &AppendReceiptsRequest::default()).is_err());
+        store.init().expect("init");
+        let new = |result: &str| proto::rpc::NewReceipt {
+            test: "true".into(),
+            platform: "local".into(),
+            commit: "c".into(),
+            result: result.into(),
+            falsifiable: Some(true),
+        };
+        let req = AppendReceiptsRequest {
+            context: Default::default(),
+            receipts: vec![new("green"), new("red")],
+        };
+        let r = append_receipts(&mut store, &req).expect("appended");
+        assert_eq!(r.written.len(), 2);
+        assert!(r.warnings.is_empty());
+        let text = std::fs::read_to_string(store.results_dir().join("receipts/b5bea41b6c62.jsonl"))
+            .expect("receipts file");
+        let parsed = receipts::parse_file(&text).expect("parses");
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(parsed[1].result, RunResult::Red);
+        let bad = AppendReceiptsRequest {
+            context: Default::default(),
+            receipts: vec![new("blue")],
+        };
+        assert!(append_receipts(&mut store, &bad).is_err());
     }
 }
