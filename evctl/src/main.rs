@@ -152,6 +152,15 @@ enum Cmd {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Evaluate every bound test of the current decisions (optionally running them first).
+    ///
+    /// evctl check [--run [--platform P]] [--exit-on-red] [--offline] [--attest p1,p2]…
+    ///
+    /// Verdicts: green; red, gray->red, not-run, stale, unproven, silently-unbound (these gate
+    /// with --exit-on-red); exempt, memo (never gate). --run executes each selector with
+    /// `sh -c` in the repository, here, in your environment, and records a receipt.
+    #[command(verbatim_doc_comment)]
+    Check(verbs::CheckArgs),
     /// Print one tick's file exactly as stored.
     Show {
         /// The 12-hex tick id.
@@ -272,6 +281,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Pending { source_ref } => verbs::pending(&mut s, &g, source_ref).await,
         Cmd::Guard(a) => verbs::guard(&mut s, a).await,
         Cmd::Migrate(a) => s.migrate(a).await,
+        Cmd::Check(a) => verbs::check(&mut s, &g, a).await,
         Cmd::Show { id } => verbs::show(&mut s, &id).await,
         Cmd::List => verbs::list(&mut s, &g).await,
         Cmd::Log => verbs::log(&mut s, &g).await,

@@ -418,3 +418,76 @@ pub fn supersede(r: &proto::rpc::SupersedeResult, json: bool) -> Out {
     }
     out
 }
+
+pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red: bool) -> Out {
+    let mut out = Out {
+        code: u8::from(exit_on_red && r.gating),
+        ..Out::default()
+    };
+    out.warnings(&r.warnings);
+    if json {
+        out.json(r);
+        return out;
+    }
+    if r.rows.is_empty() {
+        out.line("no test-bound grounds to check");
+        return out;
+    }
+    for row in &r.rows {
+        if style.rich {
+            let tail = row.memo_reason.as_deref().unwrap_or(&row.detail);
+            out.line(format!(
+                "{} {}  {}  {}  {}",
+                style.verdict_glyph(&row.class),
+                style.hue(&row.class, &row.label),
+                style.bold(&q(&row.decision)),
+                style.id(&row.tick_id),
+                style.dim(&format!("{} · {tail}", q(&row.claim)))
+            ));
+        } else {
+            out.line(format!(
+                "{}\t{}\t{}\t({})",
+                row.label,
+                row.file,
+                q(&row.claim),
+                row.detail
+            ));
+        }
+    }
+    let harvested = (r.harvested_unproven > 0).then(|| {
+        format!(
+            "harvested-unproven: {} of {} test bindings have no counter-test",
+            r.harvested_unproven, r.total_test_bindings
+        )
+    });
+    let note = if r.ran {
+        None
+    } else if r.total_test_bindings > r.harvested_unproven {
+        Some("note: run `ev check --run` to re-run each bound check and prove each declared counter-test's falsifiability")
+    } else {
+        Some("note: run `ev check --run` to re-run each bound check and record a fresh receipt")
+    };
+    if style.rich {
+        out.line(style.dim(&format!(
+            "{} gating · {} green · {} non-gating",
+            r.tally.gating, r.tally.green, r.tally.non_gating
+        )));
+        if let Some(h) = harvested {
+            out.line(style.hue("attention", &h));
+        }
+        if r.tally.gating > 0 {
+            out.line(style.dim("tip: ev why <selector> · ev reopen <id> — resurface a red"));
+        }
+        if let Some(n) = note {
+            out.line(style.dim(n));
+        }
+    } else {
+        if let Some(h) = harvested {
+            out.line(h);
+        }
+        if let Some(n) = note {
+            out.line(n);
+        }
+    }
+    out
+}

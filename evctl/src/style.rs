@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 pub struct Style {
     pub rich: bool,
     pub ascii: bool,
+    pub truecolor: bool,
 }
 
 impl Style {
@@ -21,6 +22,7 @@ impl Style {
         Style {
             rich: !plain && !no_color && wants,
             ascii,
+            truecolor: std::env::var_os("EV_TRUECOLOR").is_some(),
         }
     }
 
@@ -42,6 +44,30 @@ impl Style {
             (true, true) => "o",
             (false, false) => "●",
             (false, true) => "*",
+        }
+    }
+
+    /// A verdict class's hue: attention yellow, clear green, informational bright-black.
+    pub fn hue(&self, class: &str, s: &str) -> String {
+        let code = match (class, self.truecolor) {
+            ("attention", false) => "33",
+            ("clear", false) => "32",
+            (_, false) => "90",
+            ("attention", true) => "38;2;214;160;80",
+            ("clear", true) => "38;2;139;164;124",
+            (_, true) => "38;2;133;127;117",
+        };
+        format!("\x1b[{code}m{s}\x1b[0m")
+    }
+    /// A verdict class's glyph.
+    pub fn verdict_glyph(&self, class: &str) -> &'static str {
+        match (class, self.ascii) {
+            ("attention", false) => "◆",
+            ("attention", true) => "*",
+            ("clear", false) => "◇",
+            ("clear", true) => "o",
+            (_, false) => "·",
+            (_, true) => ".",
         }
     }
 }

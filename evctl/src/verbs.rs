@@ -452,3 +452,172 @@ pub async fn shutdown(g: &Globals) -> Out {
     }
     out
 }
+
+/// `check`'s flags (upstream's, flag for flag).
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Run each bound test (and counter-test) here first, recording a receipt.
+    #[arg(long)]
+    pub run: bool,
+    /// The platform a --run speaks for.
+    #[arg(long, value_name = "P", default_value = "local")]
+    pub platform: String,
+    /// Exit 1 when any verdict gates.
+    #[arg(long)]
+    pub exit_on_red: bool,
+    /// Take the staleness reference from the cache only.
+    #[arg(long)]
+    pub offline: bool,
+    /// The platforms this runner attests (comma-separated; repeatable). Omitted: all declared.
+    #[arg(long, value_name = "P1,P2", allow_hyphen_values = true)]
+    pub attest: Vec<String>,
+}
+
+/// Print one line to stderr now (test output interleaves with ours during --run).
+fn warn_now(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let mut e = std::io::stderr();
+    let _ = writeln!(e, "{line}");
+    let _ = e.flush();
+}
+
+/// The outcome of running one selector with `sh -c` in `root`.
+enum Ran {
+    Result(bool),
+    CouldNot(String),
+}
+
+fn sh(root: &Path, selector: &str, green: i32) -> Ran {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    match std::process::Command::new("sh")
+        .arg("-c")
+        .arg(selector)
+        .current_dir(root)
+        .status()
+    {
+        Err(e) => Ran::CouldNot(format!("cannot run {}: {e}", proto::json::q(selector))),
+        Ok(st) => match st.code() {
+            Some(c @ (126 | 127)) => Ran::CouldNot(format!(
+                "{} could not be executed (exit {c})",
+                proto::json::q(selector)
+            )),
+            Some(c) => Ran::Result(c == green),
+            None => Ran::Result(false),
+        },
+    }
+}
+
+/// `check --run`: execute, in this process and environment, every planned binding declaring
+/// `platform`, and hand each receipt to evd. Failures are warnings; they never change the exit.
+async fn run_tests(
+    s: &mut Session,
+    ctx: &proto::rpc::Context,
+    platform: &str,
+) -> Result<(), Refusal> {
+    use proto::rpc::{AppendReceiptsRequest, NewReceipt};
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let plan = s
+        .read(rpc!(req, check_plan), || {
+            local_read(ctx, verbs::check::plan)
+        })
+        .await?;
+    let root = PathBuf::from(&ctx.store);
+    for p in plan
+        .runs
+        .iter()
+        .filter(|p| p.platforms.iter().any(|x| x == platform))
+    {
+        let qref = proto::json::q(&p.reference);
+        let Some(commit) = context::git(&root, &["rev-parse", "HEAD"]) else {
+            warn_now(&format!("warning: run failed for {qref}: cannot resolve verified_at_sha (not a git repo?) — pass --verified-at-sha"));
+            continue;
+        };
+        let green = match sh(&root, &p.reference, plan.green_exit_code) {
+            Ran::Result(g) => g,
+            Ran::CouldNot(e) => {
+                warn_now(&format!("warning: run failed for {qref}: {e}"));
+                continue;
+            }
+        };
+        let falsifiable = match &p.counter_test {
+            None => None,
+            Some(ct) => match sh(&root, ct, plan.green_exit_code) {
+                Ran::Result(cg) => Some(green != cg),
+                Ran::CouldNot(e) => {
+                    warn_now(&format!(
+                        "warning: counter-test {} could not run ({e}) — recording unproven",
+                        proto::json::q(ct)
+                    ));
+                    Some(false)
+                }
+            },
+        };
+        let areq = AppendReceiptsRequest {
+            context: ctx.clone(),
+            receipts: vec![NewReceipt {
+                test: p.reference.clone(),
+                platform: platform.to_string(),
+                commit,
+                result: if green { "green" } else { "red" }.into(),
+                falsifiable,
+            }],
+        };
+        match s
+            .write(rpc!(areq, receipts_append), || {
+                local_write(ctx, |st| verbs::check::append_receipts(st, &areq))
+            })
+            .await
+        {
+            Ok(r) => r.warnings.iter().for_each(|w| warn_now(&w.message)),
+            Err(e) => warn_now(&format!(
+                "warning: could not write receipt for {qref}: {}",
+                e.message
+            )),
+        }
+    }
+    Ok(())
+}
+
+pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
+    let root = s.root(true);
+    let policy = evd::config::Config::parse(
+        std::fs::read_to_string(root.join(".evolving").join("config"))
+            .ok()
+            .as_deref(),
+    )
+    .staleness_ref;
+    let needs = Needs {
+        user_name: false,
+        head: !a.offline && policy == "local-head",
+        upstream: !a.offline && policy != "local-head" && policy != "none",
+    };
+    let ctx = s.context(true, needs);
+    if a.run {
+        if let Err(e) = run_tests(s, &ctx, &a.platform).await {
+            return render::refusal(&e, s.json);
+        }
+    }
+    let attest: Vec<String> = a
+        .attest
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::to_string)
+        .collect();
+    let req = proto::rpc::CheckRequest {
+        context: ctx.clone(),
+        offline: a.offline,
+        attest: (!attest.is_empty()).then_some(attest),
+        ran: a.run,
+    };
+    let r = s
+        .write(rpc!(req, check), || {
+            local_write(&ctx, |st| verbs::check(st, &req))
+        })
+        .await;
+    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    s.finish(r, |v| render::check(v, style, json, a.exit_on_red))
+}

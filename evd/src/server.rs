@@ -11,7 +11,8 @@ use jsonrpsee::core::{async_trait, RpcResult, SubscriptionResult};
 use jsonrpsee::server::{serve_with_graceful_shutdown, stop_channel, ServerConfig};
 use jsonrpsee::PendingSubscriptionSink;
 use proto::rpc::{
-    codes, BackfillRequest, BindCheckRequest, BindCheckResult, DaemonStatus, DecideRequest,
+    codes, AppendReceiptsRequest, AppendReceiptsResult, BackfillRequest, BindCheckRequest,
+    BindCheckResult, CheckPlan, CheckRequest, CheckResult, DaemonStatus, DecideRequest,
     DecideResult, EvApiServer, GuardRequest, GuardResult, Hello, HelloRequest, IdRequest,
     InitResult, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
     PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest,
@@ -274,6 +275,23 @@ impl EvApiServer for Rpc {
     async fn supersede(&self, req: SupersedeRequest) -> RpcResult<SupersedeResult> {
         let ctx = req.context.clone();
         on_store(&self.0, &ctx, move |s| verbs::supersede(s, &req)).await
+    }
+
+    async fn check(&self, req: CheckRequest) -> RpcResult<CheckResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::check(s, &req)).await
+    }
+
+    async fn check_plan(&self, req: StoreRequest) -> RpcResult<CheckPlan> {
+        on_store(&self.0, &req.context, verbs::check::plan).await
+    }
+
+    async fn receipts_append(&self, req: AppendReceiptsRequest) -> RpcResult<AppendReceiptsResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| {
+            verbs::check::append_receipts(s, &req)
+        })
+        .await
     }
 }
 

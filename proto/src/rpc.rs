@@ -792,6 +792,124 @@ pub struct BindCheckResult {
     pub check: HarvestedCheck,
 }
 
+// ---------------------------------------------------------------------------------------------
+// check
+
+/// `ev.check`: evaluate every current live test binding (the tests themselves, for `--run`, are
+/// executed by the caller beforehand; see [`CheckPlan`] and [`AppendReceiptsRequest`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    pub context: Context,
+    /// Staleness reference from the cache only.
+    #[serde(default)]
+    pub offline: bool,
+    /// The attested platforms; `None` (or empty) attests every declared platform.
+    #[serde(default)]
+    pub attest: Option<Vec<String>>,
+    /// Whether the caller ran the tests first (`--run`); only echoed and used for the note.
+    #[serde(default)]
+    pub ran: bool,
+}
+
+/// One printed row: a test ground of a current live tick.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CheckRow {
+    /// The display label after the memo locks.
+    pub label: String,
+    pub tick_id: String,
+    /// The tick's file name (what the plain row prints).
+    pub file: String,
+    pub decision: String,
+    pub claim: String,
+    pub supports: String,
+    pub ground_index: usize,
+    /// The detail text, harvested prefix included.
+    pub detail: String,
+    pub harvested: bool,
+    /// `attention`, `clear` or `informational`.
+    pub class: String,
+    pub gating: bool,
+    /// Why a memo row would have gated, when a lock replaced its verdict.
+    pub memo_reason: Option<String>,
+    /// The label with a stale's kind (`stale:sha` …).
+    pub event_label: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StalenessRef {
+    pub policy: String,
+    pub sha: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Tally {
+    pub gating: usize,
+    pub green: usize,
+    pub non_gating: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CheckResult {
+    pub rows: Vec<CheckRow>,
+    pub total_test_bindings: usize,
+    pub harvested_unproven: usize,
+    pub ran: bool,
+    pub staleness_ref: StalenessRef,
+    pub tally: Tally,
+    /// Any post-lock verdict gates (`--exit-on-red` exits 1).
+    pub gating: bool,
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+/// One test binding `check --run` may execute.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PlannedRun {
+    pub tick_id: String,
+    pub ground_index: usize,
+    pub reference: String,
+    /// `None`: a harvested binding (no counter-test, no `falsifiable`).
+    pub counter_test: Option<String>,
+    pub platforms: Vec<String>,
+}
+
+/// `ev.check.plan`: every test binding of the current live view, in check order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CheckPlan {
+    pub green_exit_code: i32,
+    pub runs: Vec<PlannedRun>,
+}
+
+/// A receipt the caller produced by running a test; evd stamps `ran_at` with its clock.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NewReceipt {
+    pub test: String,
+    pub platform: String,
+    pub commit: String,
+    /// `green` or `red` (`gray` is accepted too: external writers use it).
+    pub result: String,
+    #[serde(default)]
+    pub falsifiable: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AppendReceiptsRequest {
+    pub context: Context,
+    pub receipts: Vec<NewReceipt>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AppendReceiptsResult {
+    /// The lines written, each exactly as appended (with its `\n`).
+    pub written: Vec<String>,
+    /// One `could not write receipt` line per receipt that failed.
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
 /// The RPC surface of evd.
 #[rpc(server, client, namespace = "ev", namespace_separator = ".")]
 pub trait EvApi {
@@ -852,4 +970,16 @@ pub trait EvApi {
     /// The harvested check a `--bind-check` describes (pure; needs no store).
     #[method(name = "migrate.bind_check")]
     async fn migrate_bind_check(&self, req: BindCheckRequest) -> RpcResult<BindCheckResult>;
+
+    /// Evaluate every current live test binding; writes state files, origin-sha and events.
+    #[method(name = "check")]
+    async fn check(&self, req: CheckRequest) -> RpcResult<CheckResult>;
+
+    /// The test bindings `check --run` executes (in the caller's process, never in evd).
+    #[method(name = "check.plan")]
+    async fn check_plan(&self, req: StoreRequest) -> RpcResult<CheckPlan>;
+
+    /// Append receipts (one line each, O_APPEND) to `results/receipts/<key>.jsonl`.
+    #[method(name = "receipts.append")]
+    async fn receipts_append(&self, req: AppendReceiptsRequest) -> RpcResult<AppendReceiptsResult>;
 }

@@ -1,6 +1,7 @@
 //! The verbs, one module each, every one a function of a [`Store`] and a request. The daemon's
 //! store actor and evctl's in-process fallback call exactly these, so both give the same answers.
 
+pub mod check;
 pub mod decide;
 pub mod guard;
 pub mod init;
@@ -15,6 +16,7 @@ pub mod supersede;
 pub mod verify;
 pub mod write_path;
 
+pub use check::check;
 pub use decide::decide;
 pub use guard::guard;
 pub use init::init;

@@ -1,0 +1,473 @@
+//! `check`: evaluate every test binding of the current live view (commands §10, model §6), write
+//! a state file per current tick, the cached origin sha and the events, and answer rows. evd never
+//! executes a selector: `check --run` runs them in the caller and hands the receipts to
+//! [`append_receipts`], after asking [`plan`] what to run.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use proto::json::q;
+use proto::model::Check;
+use proto::rpc::{
+    AppendReceiptsRequest, AppendReceiptsResult, CheckPlan, CheckRequest, CheckResult, CheckRow,
+    PlannedRun, Refusal, StalenessRef, Tally, Warning,
+};
+use proto::Tick;
+use serde_json::{Map, Value};
+
+use crate::fsio;
+use crate::receipts::{self, Receipt, RunResult};
+use crate::store::Store;
+use crate::verdict::{self, Inputs, Label, Selected};
+
+/// The warning when the live-origin reference cannot be resolved.
+pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
+
+fn is_sha(s: &str) -> bool {
+    s.len() == 40
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `results/selected.json`: `None` when missing or invalid (closed key set, string arrays).
+pub fn read_selected(results: &Path) -> Option<Selected> {
+    let text = fsio::read_text(&results.join("selected.json")).ok()?;
+    parse_selected(&text)
+}
+
+fn parse_selected(text: &str) -> Option<Selected> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    if o.keys()
+        .any(|k| !matches!(k.as_str(), "commit" | "changed" | "selected"))
+    {
+        return None;
+    }
+    let list = |k: &str| -> Option<Vec<String>> {
+        match o.get(k) {
+            None => Some(Vec::new()),
+            Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_string)).collect(),
+            Some(_) => None,
+        }
+    };
+    Some(Selected {
+        changed: list("changed")?,
+        selected: list("selected")?,
+    })
+}
+
+/// The receipts of one selector; a missing or poisoned file is none.
+fn read_receipts(results: &Path, selector: &str) -> Vec<Receipt> {
+    let path = results
+        .join("receipts")
+        .join(format!("{}.jsonl", proto::id::receipt_key(selector)));
+    match fsio::read_text_opt(&path) {
+        Ok(Some(text)) => receipts::parse_file(&text).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `git rev-list <commit>..HEAD -- <paths>` prints anything (git failure → false).
+fn triggered_since(root: &Path, commit: &str, paths: &[String]) -> bool {
+    if commit.is_empty() || commit.starts_with('-') {
+        return false;
+    }
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .arg("rev-list")
+        .arg(format!("{commit}..HEAD"))
+        .arg("--")
+        .args(paths)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    match out {
+        Ok(o) => o.status.success() && !o.stdout.is_empty(),
+        Err(_) => false,
+    }
+}
+
+/// Resolve the staleness reference (§10.3); caches a resolved live-origin sha.
+fn staleness_reference(
+    store: &Store,
+    req: &CheckRequest,
+    policy: &str,
+    warnings: &mut Vec<Warning>,
+) -> Option<String> {
+    let results = store.results_dir();
+    if req.offline {
+        return fsio::read_text(&results.join("origin-sha"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+    }
+    match policy {
+        "none" => None,
+        "local-head" => req.context.git.head.clone().filter(|h| is_sha(h)),
+        _ => match req.context.git.upstream.clone().filter(|u| is_sha(u)) {
+            Some(sha) => {
+                if fsio::ensure_dir(&results).is_ok() {
+                    let _ = fsio::replace_atomically(
+                        &results,
+                        &results.join("origin-sha"),
+                        sha.as_bytes(),
+                    );
+                }
+                Some(sha)
+            }
+            None => {
+                warnings.push(Warning {
+                    kind: "staleness_ref".into(),
+                    message: NO_UPSTREAM_WARNING.into(),
+                });
+                None
+            }
+        },
+    }
+}
+
+/// One ground's outcome.
+struct Graded {
+    label: Label,
+    missing: Vec<String>,
+}
+
+/// The state file's bytes for one tick.
+fn state_file(tick: &Tick, graded: &[Graded], policy: &str, sha: Option<&str>) -> String {
+    let grounds: Vec<Value> = tick
+        .grounds
+        .iter()
+        .zip(graded)
+        .map(|(g, v)| {
+            let mut o = Map::new();
+            o.insert("claim".into(), g.claim.as_str().into());
+            o.insert("supports".into(), g.supports.as_str().into());
+            o.insert("verdict".into(), v.label.as_str().into());
+            match &g.check {
+                Some(Check::Test {
+                    reference,
+                    verified_at_sha,
+                    ..
+                }) => {
+                    o.insert("check".into(), "test".into());
+                    o.insert("ref".into(), reference.as_str().into());
+                    o.insert("verified_at_sha".into(), verified_at_sha.as_str().into());
+                }
+                Some(Check::Person { .. }) => {
+                    o.insert("check".into(), "person".into());
+                }
+                None => {
+                    o.insert("check".into(), "none".into());
+                }
+            }
+            if v.label == Label::NotRun {
+                o.insert("missing_platforms".into(), v.missing.clone().into());
+            }
+            Value::Object(o)
+        })
+        .collect();
+    let mut o = Map::new();
+    o.insert("computed_at".into(), crate::clock::now_rfc3339().into());
+    o.insert("grounds".into(), grounds.into());
+    let mut r = Map::new();
+    r.insert("policy".into(), policy.into());
+    r.insert("sha".into(), sha.map_or(Value::Null, Value::from));
+    o.insert("staleness_ref".into(), Value::Object(r));
+    o.insert("tick_id".into(), tick.id.as_str().into());
+    proto::json::pretty(&Value::Object(o))
+}
+
+/// A tick-scoped event line with extra fields.
+fn event(op: &str, tick: &Tick, extra: &[(&str, String)]) -> String {
+    let line = crate::events::tick_event(op, tick, crate::clock::now());
+    let mut v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+    if let Value::Object(o) = &mut v {
+        for (k, x) in extra {
+            o.insert((*k).to_string(), x.as_str().into());
+        }
+    }
+    proto::json::compact(&v)
+}
+
+fn write_state(store: &Store, id: &str, bytes: &str) {
+    let dir = store.results_dir().join("state");
+    if fsio::ensure_dir(&dir).is_ok() && proto::vocab::is_tick_id(id) {
+        let _ = fsio::replace_atomically(&dir, &dir.join(format!("{id}.json")), bytes.as_bytes());
+    }
+}
+
+/// `check` (§10.1 steps 1, 2, 4–6).
+pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
+    let started = Instant::now();
+    store.require()?;
+    let config = store.config();
+    let ticks: Vec<(String, Tick)> = store
+        .current()?
+        .into_iter()
+        .filter(|(_, t)| t.status == "live")
+        .map(|(f, t)| (f.to_string(), t.clone()))
+        .collect();
+    let mut warnings = Vec::new();
+    let policy = config.staleness_ref.clone();
+    let sha = staleness_reference(store, req, &policy, &mut warnings);
+    let results = store.results_dir();
+    let selected = read_selected(&results);
+    let attest: Option<Vec<String>> = req.attest.clone().filter(|a| !a.is_empty());
+    let inputs = Inputs {
+        reference_sha: sha.as_deref(),
+        attest: attest.as_deref(),
+        selected: selected.as_ref(),
+        now: crate::clock::now(),
+        staleness_days: config.staleness_days,
+    };
+    let root = store.root().to_path_buf();
+    let mut cache: HashMap<String, Vec<Receipt>> = HashMap::new();
+    let mut rows = Vec::new();
+    let mut events = Vec::new();
+    for (file, tick) in &ticks {
+        let mut graded = Vec::with_capacity(tick.grounds.len());
+        let mut test_labels = Vec::new();
+        let mut replaced = Vec::new();
+        for (gi, g) in tick.grounds.iter().enumerate() {
+            let Some(Check::Test {
+                reference,
+                counter_test,
+                liveness,
+                ..
+            }) = &g.check
+            else {
+                graded.push(Graded {
+                    label: Label::NotApplicable,
+                    missing: Vec::new(),
+                });
+                continue;
+            };
+            let recs = cache
+                .entry(reference.clone())
+                .or_insert_with(|| read_receipts(&results, reference));
+            let triggered = verdict::latest(recs.iter())
+                .is_some_and(|r| triggered_since(&root, &r.commit, &liveness.triggered_by));
+            let v = verdict::evaluate(g.check.as_ref(), recs, triggered, &inputs);
+            let (label, memo_reason) = verdict::lock(tick, v.label);
+            if memo_reason.is_some() {
+                replaced.push(v.label);
+            }
+            let harvested = counter_test.is_none();
+            let mut detail = verdict::detail(label, &v.missing, recs);
+            if harvested {
+                detail = format!("harvested — falsifiability not proven; {detail}");
+                events.push(event(
+                    "harvested",
+                    tick,
+                    &[("verdict", label.event_label())],
+                ));
+            }
+            rows.push(CheckRow {
+                label: label.as_str().into(),
+                tick_id: tick.id.clone(),
+                file: file.clone(),
+                decision: tick.decision.clone(),
+                claim: g.claim.clone(),
+                supports: g.supports.clone(),
+                ground_index: gi,
+                detail,
+                harvested,
+                class: label.class().into(),
+                gating: label.gates(),
+                memo_reason,
+                event_label: label.event_label(),
+            });
+            test_labels.push(label);
+            graded.push(Graded {
+                label,
+                missing: v.missing,
+            });
+        }
+        if let Some((worst, masked)) = verdict::roll_up(&test_labels) {
+            let mut extra = vec![("verdict", worst)];
+            if let Some(m) = masked {
+                extra.push(("masked_stale", m));
+            }
+            if let Some((from, _)) = verdict::roll_up(&replaced) {
+                extra.push(("suppressed_from", from));
+            }
+            events.push(event("check", tick, &extra));
+        }
+        write_state(
+            store,
+            &tick.id,
+            &state_file(tick, &graded, &policy, sha.as_deref()),
+        );
+    }
+    for e in &events {
+        store.append_event(e);
+    }
+    let mut tally = Tally::default();
+    for r in &rows {
+        match r.class.as_str() {
+            "attention" => tally.gating += 1,
+            "clear" => tally.green += 1,
+            _ => tally.non_gating += 1,
+        }
+    }
+    let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let mut run = Map::new();
+    run.insert("decisions".into(), ticks.len().into());
+    run.insert("op".into(), "check-run".into());
+    run.insert("ts".into(), crate::clock::now_rfc3339().into());
+    run.insert("wall_ms".into(), wall_ms.into());
+    store.append_event(&proto::json::compact(&Value::Object(run)));
+    Ok(CheckResult {
+        total_test_bindings: rows.len(),
+        harvested_unproven: rows.iter().filter(|r| r.harvested).count(),
+        ran: req.ran,
+        staleness_ref: StalenessRef { policy, sha },
+        gating: rows.iter().any(|r| r.gating),
+        tally,
+        rows,
+        warnings,
+    })
+}
+
+/// `ev.check.plan`: every test binding of the current live view, in check order.
+pub fn plan(store: &mut Store) -> Result<CheckPlan, Refusal> {
+    store.require()?;
+    let green_exit_code = store.config().green_exit_code;
+    let mut runs = Vec::new();
+    for (_, tick) in store
+        .current()?
+        .into_iter()
+        .filter(|(_, t)| t.status == "live")
+    {
+        for (gi, g) in tick.grounds.iter().enumerate() {
+            if let Some(Check::Test {
+                reference,
+                counter_test,
+                liveness,
+                ..
+            }) = &g.check
+            {
+                runs.push(PlannedRun {
+                    tick_id: tick.id.clone(),
+                    ground_index: gi,
+                    reference: reference.clone(),
+                    counter_test: counter_test.clone(),
+                    platforms: liveness.platforms.clone(),
+                });
+            }
+        }
+    }
+    Ok(CheckPlan {
+        green_exit_code,
+        runs,
+    })
+}
+
+/// Create `results/receipts` on demand: a symlink is refused, anything else fails with the
+/// plain OS error upstream reports (`File exists (os error 17)` for a file in the way).
+fn receipts_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => fsio::ensure_dir(dir),
+        _ => std::fs::create_dir_all(dir),
+    }
+}
+
+/// `ev.receipts.append`: stamp each receipt with evd's clock and append it as one line.
+pub fn append_receipts(
+    store: &mut Store,
+    req: &AppendReceiptsRequest,
+) -> Result<AppendReceiptsResult, Refusal> {
+    store.require()?;
+    let dir = store.results_dir().join("receipts");
+    // Validate the whole batch before writing any of it.
+    let checked = req
+        .receipts
+        .iter()
+        .map(|r| match r.result.as_str() {
+            "green" => Ok((r, RunResult::Green)),
+            "red" => Ok((r, RunResult::Red)),
+            "gray" => Ok((r, RunResult::Gray)),
+            other => Err(Refusal::refused(
+                "receipt_result",
+                format!("receipt: invalid result: {other}"),
+            )),
+        })
+        .collect::<Result<Vec<_>, Refusal>>()?;
+    let mut out = AppendReceiptsResult::default();
+    for (r, result) in checked {
+        let receipt = Receipt {
+            test: r.test.clone(),
+            platform: r.platform.clone(),
+            commit: r.commit.clone(),
+            ran_at: crate::clock::now_rfc3339(),
+            result,
+            falsifiable: r.falsifiable,
+        };
+        let line = receipt.line();
+        let path = dir.join(format!("{}.jsonl", proto::id::receipt_key(&r.test)));
+        match receipts_dir(&dir).and_then(|()| fsio::append(&path, line.as_bytes())) {
+            Ok(()) => out.written.push(line),
+            Err(e) => out.warnings.push(Warning {
+                kind: "receipt_write".into(),
+                message: format!("warning: could not write receipt for {}: {e}", q(&r.test)),
+            }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selected_json_is_a_closed_set_of_string_lists() {
+        let s = parse_selected(r#"{"commit":1,"changed":["a"],"selected":["t"]}"#).expect("ok");
+        assert_eq!(s.changed, vec!["a"]);
+        assert_eq!(s.selected, vec!["t"]);
+        assert_eq!(parse_selected("{}"), Some(Selected::default()));
+        assert_eq!(parse_selected(r#"{"changed":["a"],"x":1}"#), None);
+        assert_eq!(parse_selected(r#"{"changed":"a"}"#), None);
+        assert_eq!(parse_selected(r#"{"selected":[1]}"#), None);
+        assert_eq!(parse_selected("[]"), None);
+        assert_eq!(parse_selected("nope"), None);
+    }
+
+    #[test]
+    fn appended_receipts_are_one_parseable_line_each_and_bad_results_are_refused() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::new(d.path().to_path_buf());
+        assert!(append_receipts(&mut store, &AppendReceiptsRequest::default()).is_err());
+        store.init().expect("init");
+        let new = |result: &str| proto::rpc::NewReceipt {
+            test: "true".into(),
+            platform: "local".into(),
+            commit: "c".into(),
+            result: result.into(),
+            falsifiable: Some(true),
+        };
+        let req = AppendReceiptsRequest {
+            context: Default::default(),
+            receipts: vec![new("green"), new("red")],
+        };
+        let r = append_receipts(&mut store, &req).expect("appended");
+        assert_eq!(r.written.len(), 2);
+        assert!(r.warnings.is_empty());
+        let text = std::fs::read_to_string(store.results_dir().join("receipts/b5bea41b6c62.jsonl"))
+            .expect("receipts file");
+        let parsed = receipts::parse_file(&text).expect("parses");
+        assert_eq!(parsed.len(), 2);
+        assert_eq!(parsed[1].result, RunResult::Red);
+        let bad = AppendReceiptsRequest {
+            context: Default::default(),
+            receipts: vec![new("blue")],
+        };
+        assert!(append_receipts(&mut store, &bad).is_err());
+    }
+}

@@ -1,0 +1,723 @@
+//! `check` against upstream ev 0.1.27: twin git repositories with identical commits (fixed dates)
+//! hold the same ticks, receipts, selected-list and config; every step must give the same stdout,
+//! stderr and exit code through the real evctl → evd path, and the same state files and events
+//! (modulo their timestamps). `check --run` executes real shell selectors on both sides.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use evd_e2e::{Run, TempDir, World};
+
+const DATE: &str = "2026-01-01T00:00:00Z";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_DATE", DATE)
+        .env("GIT_COMMITTER_DATE", DATE)
+        .stdin(Stdio::null())
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {:?}", out);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository whose commits have fixed dates, so its twin has the very same shas.
+fn fixed_repo() -> TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("evcheck")
+        .tempdir()
+        .expect("tempdir");
+    git(d.path(), &["init", "-q", "-b", "main"]);
+    git(d.path(), &["config", "user.name", "Repo Owner"]);
+    git(d.path(), &["config", "user.email", "owner@example.invalid"]);
+    std::fs::write(d.path().join("README"), "x\n").expect("write");
+    git(d.path(), &["add", "README"]);
+    git(d.path(), &["commit", "-q", "-m", "first"]);
+    d
+}
+
+fn now_utc() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Replace every `ran <timestamp>` (written by --run, so different on each side) with `ran <t>`.
+fn mask_ran(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("ran 2") {
+        out.push_str(&rest[..i + 4]);
+        let tail = &rest[i + 4..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_digit() || "-:.TZ".contains(c)))
+            .unwrap_or(tail.len());
+        out.push_str("<t>");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+struct Twins {
+    w: World,
+    ours: TempDir,
+    theirs: TempDir,
+}
+
+impl Twins {
+    fn new(config: &str) -> Twins {
+        let t = Twins {
+            w: World::new(),
+            ours: fixed_repo(),
+            theirs: fixed_repo(),
+        };
+        t.step(&["init"]);
+        t.put("config", config);
+        t
+    }
+
+    fn dirs(&self) -> [&Path; 2] {
+        [self.ours.path(), self.theirs.path()]
+    }
+
+    fn head(&self) -> String {
+        let (a, b) = (
+            git(self.ours.path(), &["rev-parse", "HEAD"]),
+            git(self.theirs.path(), &["rev-parse", "HEAD"]),
+        );
+        assert_eq!(a, b, "twin repositories must have the same commits");
+        a
+    }
+
+    /// Write `.evolving/<rel>` in both.
+    fn put(&self, rel: &str, text: &str) {
+        for d in self.dirs() {
+            let p = d.join(".evolving").join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        }
+    }
+
+    /// Append to `.evolving/<rel>` in both (as another process would).
+    fn append(&self, rel: &str, text: &str) {
+        use std::io::Write;
+        for d in self.dirs() {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(d.join(".evolving").join(rel))
+                .expect("open");
+            f.write_all(text.as_bytes()).expect("append");
+        }
+    }
+
+    /// Commit a change to `file` in both.
+    fn commit(&self, file: &str) {
+        for d in self.dirs() {
+            std::fs::write(d.join(file), "changed\n").expect("write");
+            git(d, &["add", file]);
+            git(d, &["commit", "-q", "-m", file]);
+        }
+        self.head();
+    }
+
+    fn run_both(&self, env: &[(&str, &str)], args: &[&str]) -> (Run, Run) {
+        let a = self.w.evctl_env(self.ours.path(), env, args);
+        let mut c = self.w.command(evd_e2e::upstream_ev());
+        c.current_dir(self.theirs.path()).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().expect("run ev");
+        let b = Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
+        (a, b)
+    }
+
+    fn step_env(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        let (a, b) = self.run_both(env, args);
+        assert_eq!(
+            (a.code, &a.stdout, &a.stderr),
+            (b.code, &b.stdout, &b.stderr),
+            "step {args:?}"
+        );
+        a
+    }
+
+    fn step(&self, args: &[&str]) -> Run {
+        self.step_env(&[], args)
+    }
+
+    /// Like `step`, but `ran <timestamp>` details may differ (--run stamps fresh receipts).
+    fn step_masked(&self, args: &[&str]) -> Run {
+        let (a, b) = self.run_both(&[], args);
+        assert_eq!(
+            (a.code, mask_ran(&a.stdout), &a.stderr),
+            (b.code, mask_ran(&b.stdout), &b.stderr),
+            "step {args:?}"
+        );
+        a
+    }
+
+    fn results(&self, d: &Path) -> PathBuf {
+        d.join(".evolving/results")
+    }
+
+    /// Same state files (modulo computed_at) and events (modulo ts and wall_ms).
+    fn same_results(&self) {
+        let state = |d: &Path| -> Vec<(String, String)> {
+            let mut v: Vec<(String, String)> = std::fs::read_dir(self.results(d).join("state"))
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| {
+                            let text = std::fs::read_to_string(e.path()).expect("state");
+                            assert!(!text.ends_with('\n'), "no trailing newline");
+                            let masked: Vec<&str> = text
+                                .lines()
+                                .filter(|l| !l.contains("\"computed_at\""))
+                                .collect();
+                            (
+                                e.file_name().to_string_lossy().into_owned(),
+                                mask_ran(&masked.join("\n")),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        assert_eq!(state(self.ours.path()), state(self.theirs.path()));
+        let events = |d: &Path| -> Vec<String> {
+            std::fs::read_to_string(self.results(d).join("events.jsonl"))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| {
+                    let mut v: serde_json::Value = serde_json::from_str(l).expect("event JSON");
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("ts");
+                        o.remove("wall_ms");
+                    }
+                    v.to_string()
+                })
+                .collect()
+        };
+        assert_eq!(events(self.ours.path()), events(self.theirs.path()));
+        let origin = |d: &Path| std::fs::read(self.results(d).join("origin-sha")).ok();
+        assert_eq!(origin(self.ours.path()), origin(self.theirs.path()));
+    }
+
+    /// The receipts of `selector` on our side, parsed (each must be one line).
+    fn receipts(&self, d: &Path, selector: &str) -> Vec<serde_json::Value> {
+        let key = proto::id::receipt_key(selector);
+        let text = std::fs::read_to_string(self.results(d).join(format!("receipts/{key}.jsonl")))
+            .unwrap_or_default();
+        assert!(text.is_empty() || text.ends_with('\n'));
+        text.lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).expect("receipt line");
+                assert!(v["ran_at"].is_string());
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("ran_at");
+                }
+                v
+            })
+            .collect()
+    }
+}
+
+const NONE_POLICY: &str = "staleness_days = 7\nstaleness_ref = \"none\"\n";
+
+fn receipt(
+    test: &str,
+    platform: &str,
+    commit: &str,
+    ran_at: &str,
+    result: &str,
+    f: Option<bool>,
+) -> String {
+    let mut v = serde_json::json!({"commit": commit, "platform": platform, "ran_at": ran_at, "result": result, "test": test});
+    if let Some(f) = f {
+        v["falsifiable"] = f.into();
+    }
+    format!("{v}\n")
+}
+
+fn key(selector: &str) -> String {
+    format!(
+        "results/receipts/{}.jsonl",
+        proto::id::receipt_key(selector)
+    )
+}
+
+/// `--assume <claim> --assume-test <sel> --counter-test c --on-platform … --triggered-by … --surface s`.
+fn ground(claim: &str, sel: &str, platforms: &[&str], trigger: &str) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "--assume",
+        claim,
+        "--assume-test",
+        sel,
+        "--counter-test",
+        "counter",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for p in platforms {
+        v.push("--on-platform".into());
+        v.push(p.to_string());
+    }
+    for s in ["--triggered-by", trigger, "--surface", "s"] {
+        v.push(s.into());
+    }
+    v
+}
+
+fn decide(t: &Twins, decision: &str, grounds: &[Vec<String>], extra: &[&str]) -> Run {
+    let sha = t.head();
+    let mut args: Vec<String> = vec!["decide".into(), decision.into()];
+    for g in grounds {
+        args.extend(g.iter().cloned());
+    }
+    args.extend([
+        "--verified-at-sha".into(),
+        sha,
+        "--blame".into(),
+        "Wang Yu".into(),
+    ]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    t.step(&refs)
+}
+
+#[test]
+fn every_verdict_label_matches_upstream() {
+    let t = Twins::new(NONE_POLICY);
+    t.step(&["check"]);
+    let c = t.head();
+    let now = now_utc();
+    let old = "2020-01-01T00:00:00Z";
+    decide(
+        &t,
+        "the labels",
+        &[
+            ground("is green", "t-green", &["linux-ci"], "g.txt"),
+            ground("is red", "t-red", &["linux-ci"], "r.txt"),
+            ground("is gray", "t-gray", &["linux-ci", "mac"], "gr.txt"),
+            ground("never ran", "t-none", &["linux-ci", "mac"], "n.txt"),
+            ground("is old", "t-old", &["linux-ci"], "o.txt"),
+            ground("not falsifiable", "t-unproven", &["linux-ci"], "u.txt"),
+            ground("silently unbound", "t-su", &["linux-ci"], "su.txt"),
+            ground("triggered since", "t-cw", &["linux-ci"], "cw.txt"),
+        ],
+        &["--reject", "Kafka: too heavy"],
+    );
+    t.put(
+        &key("t-green"),
+        &receipt("t-green", "linux-ci", &c, &now, "green", Some(true)),
+    );
+    t.put(
+        &key("t-red"),
+        &receipt("t-red", "linux-ci", &c, &now, "red", Some(true)),
+    );
+    t.put(
+        &key("t-gray"),
+        &format!(
+            "{}{}",
+            receipt("t-gray", "linux-ci", &c, &now, "gray", None),
+            receipt("t-gray", "mac", &c, &now, "green", None)
+        ),
+    );
+    t.put(
+        &key("t-old"),
+        &receipt("t-old", "linux-ci", &c, old, "green", Some(true)),
+    );
+    t.put(
+        &key("t-unproven"),
+        &receipt("t-unproven", "linux-ci", &c, &now, "green", Some(false)),
+    );
+    t.put(
+        &key("t-su"),
+        &receipt("t-su", "linux-ci", &c, &now, "green", Some(true)),
+    );
+    t.put(
+        &key("t-cw"),
+        &receipt("t-cw", "linux-ci", &c, &now, "green", Some(true)),
+    );
+    t.put(
+        "results/selected.json",
+        r#"{"commit":"x","changed":["su.txt"],"selected":["t-green"]}"#,
+    );
+    // Not stale before the triggering commit, stale after it.
+    t.step(&["check"]);
+    t.commit("cw.txt");
+    let r = t.step(&["check"]);
+    for label in [
+        "green",
+        "red",
+        "gray->red",
+        "not-run",
+        "stale",
+        "unproven",
+        "silently-unbound",
+    ] {
+        assert!(
+            r.stdout.contains(&format!("{label}\t")),
+            "{label}: {}",
+            r.stdout
+        );
+    }
+    assert!(r
+        .stdout
+        .contains("(a triggering change landed after the last run)"));
+    assert!(r
+        .stdout
+        .contains("(deciding receipt older than the staleness window)"));
+    assert_eq!(r.code, 0, "a red without --exit-on-red exits 0");
+    assert_eq!(t.step(&["check", "--exit-on-red"]).code, 1);
+    // Exempt: this runner attests none of the declared platforms; attest values accumulate.
+    t.step(&["check", "--attest", "windows"]);
+    t.step(&["check", "--attest", "mac", "--attest", "windows,linux-ci"]);
+    t.step(&["check", "--attest", "mac", "--exit-on-red"]);
+    // Pieces are taken verbatim: an empty or padded name attests nothing declared.
+    t.step(&["check", "--attest", ""]);
+    t.step(&["check", "--attest", ",", "--attest", " mac"]);
+    // An invalid selected-list is ignored.
+    t.put(
+        "results/selected.json",
+        r#"{"changed":["su.txt"],"extra":1}"#,
+    );
+    t.step(&["check"]);
+    // A poisoned receipts file reads as none.
+    t.append(&key("t-green"), "{\"commit\":\"x\"}\n");
+    let r = t.step(&["check"]);
+    assert!(r.stdout.contains("not-run\t"));
+    // The rich form, named and truecolor, and ASCII glyphs.
+    t.step(&["check", "--color", "always"]);
+    t.step_env(&[("EV_TRUECOLOR", "1")], &["check", "--color", "always"]);
+    t.step_env(
+        &[("EV_ASCII", "1")],
+        &["check", "--color", "always", "--attest", "mac"],
+    );
+    t.same_results();
+    // Our --json is one parseable line with the same rows.
+    let j = t.w.evctl(t.ours.path(), &["check", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(j.stdout.trim()).expect("json");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(8));
+}
+
+#[test]
+fn harvested_memo_and_notes_match_upstream() {
+    let t = Twins::new(NONE_POLICY);
+    let sha = t.head();
+    let src = format!(
+        "{}\n",
+        serde_json::json!({"kind":"ev-decision-intake","decision":"imported rule","grounds":[{"claim":"old test holds","supports":"chosen","check":{"by":"test","ref":"t-harv","verified_at_sha":sha,"liveness":{"platforms":["local"],"triggered_by":["h.txt"],"surfaces":["s"]}}}],"provenance":"imported","source_ref":"H1"})
+    );
+    for d in t.dirs() {
+        std::fs::write(d.join("src.jsonl"), &src).expect("write");
+    }
+    t.step(&[
+        "migrate",
+        "--source",
+        "canonical:src.jsonl",
+        "--blame",
+        "Old Owner",
+    ]);
+    // Only harvested rows: the "fresh receipt" note.
+    t.step(&["check"]);
+    t.step(&["check", "--color", "always"]);
+    t.put(
+        &key("t-harv"),
+        &receipt("t-harv", "local", &sha, &now_utc(), "green", None),
+    );
+    t.step(&["check"]);
+    // An agent-proposed re-tag of a bound decision locks it to memo.
+    decide(
+        &t,
+        "bound",
+        &[ground("memo me", "t-memo", &["local"], "m.txt")],
+        &[],
+    );
+    let head = std::fs::read_to_string(t.ours.path().join(".evolving/HEAD")).expect("HEAD");
+    t.step(&[
+        "supersede",
+        head.trim(),
+        "--provenance",
+        "agent-proposed",
+        "--blame",
+        "me",
+    ]);
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert!(r.stdout.contains("memo\t"), "{}", r.stdout);
+    assert!(r.stdout.contains("harvested-unproven: 1 of 2"));
+    t.step(&["check", "--color", "always"]);
+    // A hand-made detect-only tick with a test (no write door makes one): LOCK 1.
+    let r = decide(
+        &t,
+        "detect only",
+        &[ground("watch it", "t-c", &["local"], "c.txt")],
+        &["--jurisdiction", "B"],
+    );
+    let id = r.stdout.split_whitespace().nth(1).expect("id").to_string();
+    for d in t.dirs() {
+        let p = d.join(".evolving/ticks").join(&id);
+        let text = std::fs::read_to_string(&p).expect("tick");
+        assert!(text.contains("\"jurisdiction\": \"B\""));
+        std::fs::write(
+            &p,
+            text.replace("\"jurisdiction\": \"B\"", "\"jurisdiction\": \"C\""),
+        )
+        .expect("write");
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert_eq!(r.code, 0, "memo never gates");
+    assert!(
+        r.stdout.contains(&format!("memo\t{id}\t\"watch it\"")),
+        "{}",
+        r.stdout
+    );
+    t.step(&["check", "--color", "always"]);
+    t.same_results();
+}
+
+#[test]
+fn staleness_reference_policies_match_upstream() {
+    // live-origin with no upstream: the warning, even with nothing to check.
+    let t = Twins::new("staleness_ref = \"live-origin\"\n");
+    t.step(&["check"]);
+    decide(
+        &t,
+        "pinned",
+        &[ground("holds", "t-a", &["local"], "a.txt")],
+        &[],
+    );
+    let c = t.head();
+    t.put(
+        &key("t-a"),
+        &receipt("t-a", "local", &c, &now_utc(), "green", Some(true)),
+    );
+    t.step(&["check"]);
+    // A real upstream: resolved, cached to origin-sha; after a new commit upstream moves on.
+    for d in t.dirs() {
+        let bare = d.join(".evolving/../remote.git");
+        git(d, &["init", "-q", "--bare", bare.to_str().expect("utf8")]);
+        git(
+            d,
+            &["remote", "add", "origin", bare.to_str().expect("utf8")],
+        );
+        git(d, &["push", "-q", "-u", "origin", "main"]);
+    }
+    t.step(&["check"]);
+    t.commit("b.txt");
+    for d in t.dirs() {
+        git(d, &["push", "-q", "origin", "main"]);
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert!(r.stdout.contains("verified_at_sha behind live origin"));
+    t.same_results();
+    // --offline reads the cache whatever the policy; local-head and none.
+    t.put("config", "staleness_ref = \"none\"\n");
+    t.step(&["check"]);
+    t.step(&["check", "--offline"]);
+    t.put("config", "staleness_ref = \"local-head\"\n");
+    t.step(&["check"]);
+    t.put("results/origin-sha", &c);
+    t.put(
+        "config",
+        "staleness_ref = \"loacl-head\"\nstaleness_days = 0\n",
+    );
+    t.step(&["check", "--offline"]);
+    t.same_results();
+}
+
+#[test]
+fn a_receipt_written_by_another_process_changes_the_next_answer() {
+    let t = Twins::new(NONE_POLICY);
+    decide(
+        &t,
+        "watched",
+        &[ground("holds", "t-w", &["ci"], "w.txt")],
+        &[],
+    );
+    let c = t.head();
+    let r = t.step(&["check"]);
+    assert!(r.stdout.starts_with("not-run\t"));
+    t.append(
+        &key("t-w"),
+        &receipt("t-w", "ci", &c, "2999-01-01T00:00:00Z", "green", Some(true)),
+    );
+    let r = t.step(&["check"]);
+    assert!(r.stdout.starts_with("green\t"), "{}", r.stdout);
+    t.append(
+        &key("t-w"),
+        &receipt("t-w", "ci", &c, "2999-01-02T00:00:00Z", "red", Some(true)),
+    );
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert!(r.stdout.starts_with("red\t"), "{}", r.stdout);
+    assert_eq!(r.code, 1);
+    t.same_results();
+}
+
+#[test]
+fn check_run_executes_in_the_caller_and_matches_upstream() {
+    let t = Twins::new("green_exit_code = 0\nstaleness_ref = \"none\"\n");
+    let sha = t.head();
+    let g = |claim: &str, sel: &str, counter: &str, platform: &str| -> Vec<String> {
+        [
+            "--assume",
+            claim,
+            "--assume-test",
+            sel,
+            "--counter-test",
+            counter,
+            "--on-platform",
+            platform,
+            "--triggered-by",
+            "x.txt",
+            "--surface",
+            "s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    decide(
+        &t,
+        "run them",
+        &[
+            g("passes and flips", "true", "false", "local"),
+            g("fails", "false", "true", "local"),
+            g("does not flip", "exit 3", "exit 3", "local"),
+            g("cannot run", "nosuchcmd-ev-test", "true", "local"),
+            g(
+                "counter cannot run",
+                "echo out; echo err >&2",
+                "nosuchcmd-ev-counter",
+                "local",
+            ),
+            g("elsewhere", "true", "false", "linux-ci"),
+        ],
+        &[],
+    );
+    let r = t.step_masked(&["check", "--run", "--exit-on-red"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("could not be executed (exit 127)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("— recording unproven"), "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("out\n"),
+        "test output comes first: {}",
+        r.stdout
+    );
+    for d in t.dirs() {
+        assert_eq!(
+            t.receipts(d, "true"),
+            vec![
+                serde_json::json!({"commit": sha, "falsifiable": true, "platform": "local", "result": "green", "test": "true"})
+            ]
+        );
+        assert_eq!(t.receipts(d, "exit 3")[0]["falsifiable"], false);
+        assert!(t.receipts(d, "nosuchcmd-ev-test").is_empty());
+    }
+    assert_eq!(
+        t.receipts(t.ours.path(), "false"),
+        t.receipts(t.theirs.path(), "false")
+    );
+    // Receipts that cannot be written: warnings in upstream's words, the exit unchanged.
+    for d in t.dirs() {
+        let r = d.join(".evolving/results/receipts");
+        std::fs::rename(&r, d.join("receipts.bak")).expect("mv");
+        std::fs::write(&r, "").expect("file in the way");
+    }
+    t.step_masked(&["check", "--run"]);
+    for d in t.dirs() {
+        let r = d.join(".evolving/results/receipts");
+        std::fs::remove_file(&r).expect("rm");
+        std::fs::rename(d.join("receipts.bak"), &r).expect("mv back");
+    }
+    // Another platform; a green exit code other than 0.
+    t.step_masked(&["check", "--run", "--platform", "linux-ci"]);
+    t.put("config", "green_exit_code = 3\nstaleness_ref = \"none\"\n");
+    t.step_masked(&["check", "--run"]);
+    t.same_results();
+    for sel in ["true", "false", "exit 3", "echo out; echo err >&2"] {
+        assert_eq!(
+            t.receipts(t.ours.path(), sel),
+            t.receipts(t.theirs.path(), sel),
+            "{sel}"
+        );
+    }
+}
+
+#[test]
+fn check_run_of_a_harvested_binding_and_outside_git_match_upstream() {
+    let t = Twins::new(NONE_POLICY);
+    let sha = t.head();
+    let src = format!(
+        "{}\n",
+        serde_json::json!({"kind":"ev-decision-intake","decision":"imported","grounds":[{"claim":"h","supports":"chosen","check":{"by":"test","ref":"exit 1","verified_at_sha":sha,"liveness":{"platforms":["local"],"triggered_by":["h.txt"],"surfaces":["s"]}}}],"provenance":"imported","source_ref":"H2"})
+    );
+    for d in t.dirs() {
+        std::fs::write(d.join("src.jsonl"), &src).expect("write");
+    }
+    t.step(&[
+        "migrate",
+        "--source",
+        "canonical:src.jsonl",
+        "--blame",
+        "Old Owner",
+    ]);
+    t.step_masked(&["check", "--run"]);
+    for d in t.dirs() {
+        let r = t.receipts(d, "exit 1");
+        assert_eq!(r.len(), 1);
+        assert!(
+            r[0].get("falsifiable").is_none(),
+            "harvested: no falsifiable"
+        );
+    }
+    // No git at all: the commit cannot be resolved, nothing runs.
+    for d in t.dirs() {
+        std::fs::remove_dir_all(d.join(".git")).expect("rm .git");
+    }
+    let r = t.step_masked(&["check", "--run"]);
+    assert!(
+        r.stderr.contains("cannot resolve verified_at_sha"),
+        "{}",
+        r.stderr
+    );
+    t.same_results();
+}
+
+#[test]
+fn no_store_and_the_in_process_fallback_match_upstream() {
+    let t = Twins::new(NONE_POLICY);
+    for d in t.dirs() {
+        std::fs::remove_dir_all(d.join(".evolving")).expect("rm");
+    }
+    t.step(&["check"]);
+    t.step(&["check", "--run"]);
+    t.step(&["init"]);
+    t.put("config", NONE_POLICY);
+    decide(
+        &t,
+        "local",
+        &[ground("holds", "t-l", &["ci"], "l.txt")],
+        &[],
+    );
+    t.step_env(&[("EVD_NO_DAEMON", "1")], &["check", "--exit-on-red"]);
+    t.same_results();
+}
