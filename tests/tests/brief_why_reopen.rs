@@ -30,9 +30,43 @@ impl Twins {
     }
 
     fn run_both(&self, args: &[&str]) -> (Run, Run) {
-        let a = self.w.evctl(self.ours.path(), args);
-        let b = self.w.ev(self.theirs.path(), args);
+        self.run_both_env(&[], args)
+    }
+
+    fn run_both_env(&self, env: &[(&str, &str)], args: &[&str]) -> (Run, Run) {
+        let a = self.w.evctl_env(self.ours.path(), env, args);
+        let mut c = self.w.command(evd_e2e::upstream_ev());
+        c.current_dir(self.theirs.path()).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().expect("run ev");
+        let b = Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        };
         (a, b)
+    }
+
+    /// The rich forms under each glyph/colour environment, byte for byte.
+    fn rich(&self, args: &[&str]) {
+        let mut full = vec!["--color", "always"];
+        full.extend_from_slice(args);
+        for env in [
+            &[][..],
+            &[("EV_ASCII", "1")],
+            &[("EV_TRUECOLOR", "1")],
+            &[("EV_ASCII", "1"), ("EV_TRUECOLOR", "1")],
+            &[("NO_COLOR", "")],
+        ] {
+            let (a, b) = self.run_both_env(env, &full);
+            assert_eq!(
+                (a.code, &a.stdout, &a.stderr),
+                (b.code, &b.stdout, &b.stderr),
+                "{env:?} {full:?}"
+            );
+        }
     }
 
     /// Run one step in both and require the same answer; returns ours.
@@ -43,6 +77,30 @@ impl Twins {
             (b.code, &b.stdout, &b.stderr),
             "step {args:?}"
         );
+        a
+    }
+
+    /// `why`: upstream prints matches in directory order, evd sorts them by file then ground
+    /// ([REC]); so the same lines as a set, ours in sorted order, and the same stderr and exit.
+    fn why(&self, args: &[&str]) -> Run {
+        let (a, b) = self.run_both(args);
+        assert_eq!((a.code, &a.stderr), (b.code, &b.stderr), "step {args:?}");
+        let mut theirs: Vec<&str> = b.stdout.lines().collect();
+        theirs.sort();
+        let files: Vec<&str> = a
+            .stdout
+            .lines()
+            .filter_map(|l| l.split('\t').next())
+            .collect();
+        assert!(
+            files.windows(2).all(|w| w[0] <= w[1]),
+            "sorted by file: {}",
+            a.stdout
+        );
+        let mut ours: Vec<&str> = a.stdout.lines().collect();
+        ours.sort();
+        assert_eq!(ours, theirs, "step {args:?}");
+        assert_eq!(a.stdout.ends_with('\n'), b.stdout.ends_with('\n'));
         a
     }
 
@@ -217,13 +275,13 @@ fn brief_caps_orders_and_keeps_its_json_contract_like_upstream() {
         &["brief", "--limit", "2"],
         &["brief", "--limit", "3", "--json"],
         &["brief", "--limit", "99"],
-        &["--color", "always", "brief"],
-        &["--color", "always", "brief", "--limit", "1"],
         &["--plain", "brief", "--limit", "1"],
     ] {
         t.step(args);
     }
     // The contract is one line of sorted-key JSON, whatever the terminal.
+    t.rich(&["brief"]);
+    t.rich(&["brief", "--limit", "1"]);
     let j = t.step(&["--color", "always", "brief", "--json"]);
     assert_eq!(j.stdout.lines().count(), 1);
     let v: serde_json::Value = serde_json::from_str(&j.stdout).expect("contract");
@@ -272,7 +330,7 @@ fn brief_caps_orders_and_keeps_its_json_contract_like_upstream() {
 #[test]
 fn why_scans_every_live_tick_like_upstream() {
     let t = Twins::new();
-    t.step(&["why", "pytest t.py"]);
+    t.why(&["why", "pytest t.py"]);
     varied_store(&t);
     // A guard parent and child, then a child bound again down the chain.
     t.step(&[
@@ -312,7 +370,7 @@ fn why_scans_every_live_tick_like_upstream() {
     t.step(&g);
     // The Redis ruling overturned: the superseded tick still answers `why`.
     let redis = t
-        .step(&["why", "pytest t_redis.py"])
+        .why(&["why", "pytest t_redis.py"])
         .stdout
         .split('\t')
         .next()
@@ -329,9 +387,9 @@ fn why_scans_every_live_tick_like_upstream() {
     over.extend(["--verified-at-sha", SHA, "--blame", "b"]);
     t.step(&over);
     // The guard child and grandchild (two grounds); the overturned ruling and its successor.
-    assert_eq!(t.step(&["why", "pytest t.py"]).stdout.lines().count(), 3);
+    assert_eq!(t.why(&["why", "pytest t.py"]).stdout.lines().count(), 3);
     assert_eq!(
-        t.step(&["why", "pytest t_redis.py"]).stdout.lines().count(),
+        t.why(&["why", "pytest t_redis.py"]).stdout.lines().count(),
         2
     );
     for sel in [
@@ -342,14 +400,14 @@ fn why_scans_every_live_tick_like_upstream() {
         "Q3",
         "a\"b\tc",
     ] {
-        t.step(&["why", sel]);
+        t.why(&["why", sel]);
     }
-    t.step(&["--color", "always", "why", "pytest t.py"]);
+    t.why(&["--color", "always", "why", "pytest t.py"]);
     // why appends no event; the history so far has the same shapes.
     t.same_events();
     // A file that is not JSON poisons the whole-store read, in upstream's words.
     t.write(".evolving/ticks/aaaaaaaaaaaa", "{");
-    t.step(&["why", "pytest t.py"]);
+    t.why(&["why", "pytest t.py"]);
     let w = World::new();
     let empty = tempfile::tempdir().expect("tmp");
     let (a, b) = (
@@ -501,7 +559,7 @@ fn reopen_reads_verdicts_edges_and_refusals_like_upstream() {
         let want = format!("test \"{sel}\" frozen@d308afac now: {label}\n");
         assert!(r.stdout.contains(&want), "{want} in {}", r.stdout);
     }
-    t.step(&["--color", "always", "reopen", &zoo]);
+    t.rich(&["reopen", &zoo]);
     // An invalid selected.json is ignored; the cached origin-sha makes every binding stale,
     // whatever the staleness policy; an equal one changes nothing.
     t.write(".evolving/results/selected.json", r#"{"changed":"src"}"#);
@@ -510,7 +568,7 @@ fn reopen_reads_verdicts_edges_and_refusals_like_upstream() {
     t.write(".evolving/config", "staleness_ref = \"none\"\n");
     let r = t.step(&["reopen", &zoo]);
     assert_eq!(r.stdout.matches("now: stale\n").count(), names.len());
-    t.step(&["--color", "always", "reopen", &zoo]);
+    t.rich(&["reopen", &zoo]);
     t.write(".evolving/results/origin-sha", &format!("{SHA}\n"));
     t.step(&["reopen", &zoo]);
     t.remove(".evolving/results/origin-sha");
@@ -522,14 +580,14 @@ fn reopen_reads_verdicts_edges_and_refusals_like_upstream() {
     );
     t.step(&["reopen", &zoo]);
     t.step(&["reopen", &child]);
-    t.step(&["--color", "always", "reopen", &zoo]);
+    t.rich(&["reopen", &zoo]);
     let p = t.step(&["propose", "an agent idea", "--assume", "cheap", "--json"]);
     let v: serde_json::Value = serde_json::from_str(p.stdout.trim()).expect("envelope");
     let proposal = v["id"].as_str().expect("id").to_string();
-    t.step(&["--color", "always", "reopen", &proposal]);
+    t.rich(&["reopen", &proposal]);
     let ratified = id_of(&t.step(&["ratify", &proposal, "--blame", "Ana"]), 3);
     t.step(&["reopen", &ratified]);
-    t.step(&["--color", "always", "reopen", &ratified]);
+    t.rich(&["reopen", &ratified]);
     t.step(&["reopen", &proposal]);
     // Refusals: absent, bad shape, unparseable.
     t.step(&["reopen", "000000000000"]);
