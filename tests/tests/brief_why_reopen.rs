@@ -603,4 +603,12 @@ fn reopen_reads_verdicts_edges_and_refusals_like_upstream() {
     t.remove(".evolving/ticks/aaaaaaaaaaaa");
     t.step(&["reopen", &zoo]);
     t.same_events();
+    // No store at all reads as an absent tick.
+    let w = World::new();
+    let empty = tempfile::tempdir().expect("tmp");
+    let (a, b) = (
+        w.evctl(empty.path(), &["reopen", &zoo]),
+        w.ev(empty.path(), &["reopen", &zoo]),
+    );
+    assert_eq!((a.code, a.stdout, a.stderr), (b.code, b.stdout, b.stderr));
 }

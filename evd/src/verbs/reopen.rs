@@ -15,7 +15,13 @@ use crate::verbs::{lookup, Lookup};
 use crate::verdict::{self, Inputs, Selected};
 
 pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
-    let tick = match lookup(store, id)? {
+    // Upstream reads `ticks/<id>` directly: a store whose ticks/ cannot be listed still
+    // answers "no tick" rather than a whole-store error.
+    let found = match lookup(store, id) {
+        Err(e) if e.code == codes::IO && !store.ticks_dir().is_dir() => Lookup::Missing,
+        other => other?,
+    };
+    let tick = match found {
         Lookup::Missing => {
             return Err(Refusal::new(
                 codes::NOT_FOUND,
@@ -129,6 +135,10 @@ fn triggered_since(root: &Path, rs: &[Receipt], triggered_by: &[String]) -> bool
     let Some(last) = verdict::latest(rs) else {
         return false;
     };
+    // A receipt is trusted as written, but never as a git option.
+    if last.commit.starts_with('-') {
+        return false;
+    }
     let out = Command::new("git")
         .arg("-C")
         .arg(root)
@@ -188,7 +198,29 @@ mod tests {
     }
 
     #[test]
-    fn no_receipt_is_never_triggered() {
+    fn no_receipt_or_a_bad_commit_is_never_triggered() {
         assert!(!triggered_since(Path::new("/nonexistent"), &[], &[]));
+        let r = Receipt {
+            test: "t".into(),
+            platform: "p".into(),
+            commit: "--output=/nonexistent/x".into(),
+            ran_at: "2026-01-01T00:00:00Z".into(),
+            result: crate::receipts::RunResult::Green,
+            falsifiable: None,
+        };
+        assert!(!triggered_since(
+            Path::new("/nonexistent"),
+            std::slice::from_ref(&r),
+            &[]
+        ));
+        let r = Receipt {
+            commit: "f".repeat(40),
+            ..r
+        };
+        assert!(!triggered_since(
+            Path::new("/nonexistent"),
+            &[r],
+            &["src".into()]
+        ));
     }
 }
