@@ -11,13 +11,12 @@ use jsonrpsee::core::{async_trait, RpcResult, SubscriptionResult};
 use jsonrpsee::server::{serve_with_graceful_shutdown, stop_channel, ServerConfig};
 use jsonrpsee::PendingSubscriptionSink;
 use proto::rpc::{
-    codes, BackfillRequest, BindCheckRequest, BindCheckResult, BriefRequest, BriefResult,
-    DaemonStatus, DecideRequest, DecideResult, EvApiServer, GuardRequest, GuardResult, Hello,
-    HelloRequest, IdRequest, InitResult, ListResult, LogResult, MigrateEvent, MigrateProgress,
-    PendingRequest, PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult,
-    ReconcileRequest, ReconcileResult, Refusal, ReopenResult, ShowResult, ShutdownAck,
-    StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest, VerifyResult, WhyRequest,
-    WhyResult, PROTOCOL_VERSION,
+    codes, BackfillRequest, BindCheckRequest, BindCheckResult, DaemonStatus, DecideRequest,
+    DecideResult, EvApiServer, GuardRequest, GuardResult, Hello, HelloRequest, IdRequest,
+    InitResult, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
+    PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest,
+    ReconcileResult, Refusal, ShowResult, ShutdownAck, StoreRequest, SupersedeRequest,
+    SupersedeResult, VerifyRequest, VerifyResult, PROTOCOL_VERSION,
 };
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
@@ -277,17 +276,17 @@ impl EvApiServer for Rpc {
         on_store(&self.0, &ctx, move |s| verbs::supersede(s, &req)).await
     }
 
-    async fn brief(&self, req: BriefRequest) -> RpcResult<BriefResult> {
+    async fn brief(&self, req: proto::rpc::BriefRequest) -> RpcResult<proto::rpc::BriefResult> {
         let ctx = req.context.clone();
         on_store(&self.0, &ctx, move |s| verbs::brief(s, &req)).await
     }
 
-    async fn why(&self, req: WhyRequest) -> RpcResult<WhyResult> {
+    async fn why(&self, req: proto::rpc::WhyRequest) -> RpcResult<proto::rpc::WhyResult> {
         let ctx = req.context.clone();
         on_store(&self.0, &ctx, move |s| verbs::why(s, &req)).await
     }
 
-    async fn reopen(&self, req: IdRequest) -> RpcResult<ReopenResult> {
+    async fn reopen(&self, req: IdRequest) -> RpcResult<proto::rpc::ReopenResult> {
         let ctx = req.context.clone();
         on_store(&self.0, &ctx, move |s| verbs::reopen(s, &req.id)).await
     }
