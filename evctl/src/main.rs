@@ -206,6 +206,26 @@ enum Cmd {
     Status,
     /// Stop the running evd cleanly.
     Shutdown,
+    /// The user-ruled decisions to read first, rulings with rejected roads on top.
+    ///
+    /// --json prints the frozen `ev-brief` contract: one line, keys sorted.
+    #[command(verbatim_doc_comment)]
+    Brief {
+        /// Show at most N (0 = all; default: config brief_limit, else 10).
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// Which live decisions a test selector guards (superseded ones included).
+    Why {
+        /// The selector, byte for byte as bound.
+        #[arg(allow_hyphen_values = true)]
+        selector: String,
+    },
+    /// Re-open one decision: its tags, edges and what each test ground reads now.
+    Reopen {
+        /// The 12-hex tick id.
+        id: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -288,6 +308,9 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Verify { self_test } => verbs::verify(&mut s, self_test).await,
         Cmd::Status => verbs::status(&g).await,
         Cmd::Shutdown => verbs::shutdown(&g).await,
+        Cmd::Brief { limit } => verbs::brief(&mut s, &g, limit).await,
+        Cmd::Why { selector } => verbs::why(&mut s, selector).await,
+        Cmd::Reopen { id } => verbs::reopen(&mut s, &g, id).await,
     }
 }
 

@@ -71,3 +71,29 @@ impl Style {
         }
     }
 }
+
+impl Style {
+    /// A verdict label's glyph and hue by its display class (attention, clear, informational).
+    pub fn verdict(&self, label: &str) -> String {
+        let (glyph, ascii, named, rgb) = match label {
+            "green" => ("◇", "o", "32", "139;164;124"),
+            "exempt" | "memo" | "n/a" => ("·", ".", "90", "133;127;117"),
+            _ => ("◆", "*", "33", "214;160;80"),
+        };
+        let hue = if std::env::var_os("EV_TRUECOLOR").is_some() {
+            format!("38;2;{rgb}")
+        } else {
+            named.to_string()
+        };
+        let glyph = if self.ascii { ascii } else { glyph };
+        format!("{glyph} \x1b[{hue}m{label}\x1b[0m")
+    }
+    /// The informational glyph alone (`·`, ASCII `.`).
+    pub fn dot(&self) -> &'static str {
+        if self.ascii {
+            "."
+        } else {
+            "·"
+        }
+    }
+}

@@ -621,3 +621,48 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
     let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
     s.finish(r, |v| render::check(v, style, json, a.exit_on_red))
 }
+
+pub async fn brief(s: &mut Session, g: &Globals, limit: Option<u64>) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = proto::rpc::BriefRequest {
+        context: ctx.clone(),
+        limit,
+    };
+    let r = s
+        .read(rpc!(req, brief), || {
+            local_read(&ctx, |st| verbs::brief(st, &req))
+        })
+        .await;
+    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    s.finish(r, |v| render::brief(v, style, json))
+}
+
+pub async fn why(s: &mut Session, selector: String) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = proto::rpc::WhyRequest {
+        context: ctx.clone(),
+        selector,
+    };
+    let r = s
+        .read(rpc!(req, why), || {
+            local_read(&ctx, |st| verbs::why(st, &req))
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| render::why(v, json))
+}
+
+pub async fn reopen(s: &mut Session, g: &Globals, id: String) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = IdRequest {
+        context: ctx.clone(),
+        id,
+    };
+    let r = s
+        .read(rpc!(req, reopen), || {
+            local_read(&ctx, |st| verbs::reopen(st, &req.id))
+        })
+        .await;
+    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    s.finish(r, |v| render::reopen(v, style, json))
+}

@@ -293,6 +293,21 @@ impl EvApiServer for Rpc {
         })
         .await
     }
+
+    async fn brief(&self, req: proto::rpc::BriefRequest) -> RpcResult<proto::rpc::BriefResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::brief(s, &req)).await
+    }
+
+    async fn why(&self, req: proto::rpc::WhyRequest) -> RpcResult<proto::rpc::WhyResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::why(s, &req)).await
+    }
+
+    async fn reopen(&self, req: IdRequest) -> RpcResult<proto::rpc::ReopenResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::reopen(s, &req.id)).await
+    }
 }
 
 /// Send one item of a subscription; a client that went away is not an error (the work it asked

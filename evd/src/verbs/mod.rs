@@ -1,6 +1,7 @@
 //! The verbs, one module each, every one a function of a [`Store`] and a request. The daemon's
 //! store actor and evctl's in-process fallback call exactly these, so both give the same answers.
 
+pub mod brief;
 pub mod check;
 pub mod decide;
 pub mod guard;
@@ -11,11 +12,14 @@ pub mod migrate;
 pub mod pending;
 pub mod propose;
 pub mod ratify;
+pub mod reopen;
 pub mod show;
 pub mod supersede;
 pub mod verify;
+pub mod why;
 pub mod write_path;
 
+pub use brief::brief;
 pub use check::check;
 pub use decide::decide;
 pub use guard::guard;
@@ -25,9 +29,11 @@ pub use log::log;
 pub use pending::pending;
 pub use propose::propose;
 pub use ratify::ratify;
+pub use reopen::reopen;
 pub use show::show;
 pub use supersede::supersede;
 pub use verify::{self_test, verify};
+pub use why::why;
 
 use proto::Tick;
 use serde_json::Value;

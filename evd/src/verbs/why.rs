@@ -1,0 +1,34 @@
+//! `why <selector>`: every live tick (not only the current view) with a test ground bound to
+//! exactly this selector.
+
+use proto::model::Check;
+use proto::rpc::{Refusal, WhyMatch, WhyRequest, WhyResult};
+
+use crate::store::Store;
+
+pub fn why(store: &mut Store, req: &WhyRequest) -> Result<WhyResult, Refusal> {
+    store.require()?;
+    // `ticks()` comes sorted by file name; grounds keep their stored order.
+    let matches = store
+        .ticks()?
+        .into_iter()
+        .filter(|(_, t)| t.status == "live")
+        .flat_map(|(file, t)| {
+            t.grounds.iter().filter_map(move |g| match &g.check {
+                Some(Check::Test { reference, .. }) if *reference == req.selector => {
+                    Some(WhyMatch {
+                        file: file.to_string(),
+                        decision: t.decision.clone(),
+                        claim: g.claim.clone(),
+                        supports: g.supports.clone(),
+                    })
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    Ok(WhyResult {
+        selector: req.selector.clone(),
+        matches,
+    })
+}
