@@ -102,6 +102,28 @@ pub fn replace_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Resu
     sync_dir(dest_dir)
 }
 
+/// Replace `dest` with `bytes` through a temp file and a rename, without fsync: for per-host
+/// caches (state files, the cached origin sha) that are recomputed from the ledger anyway. A
+/// reader never sees a torn file; a power cut may lose the newest version, never the ledger.
+pub fn replace_unsynced(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = dest
+        .parent()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no parent"))?;
+    let tmp = dir.join(temp_name());
+    let res = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| fs::rename(&tmp, dest));
+    if res.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    res
+}
+
 fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = OpenOptions::new()
         .write(true)

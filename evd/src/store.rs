@@ -87,7 +87,15 @@ pub struct Store {
     watch: Option<DirWatch>,
     pub writes: u64,
     pub opened_at: String,
+    /// Answers of `git rev-list <commit>..HEAD -- <paths>`, valid for one HEAD commit.
+    triggers: (Option<String>, TriggerAnswers),
+    /// A digest of each state file's verdict content as last written (computed_at aside), so an
+    /// unchanged verdict is not rewritten.
+    pub state_written: std::collections::HashMap<String, u64>,
 }
+
+/// `(receipt commit, triggered_by paths)` → whether a triggering change landed since.
+pub type TriggerAnswers = std::collections::HashMap<(String, Vec<String>), bool>;
 
 /// The name of the lock file, under `results/` (the per-host part nobody commits).
 pub const LOCK_FILE: &str = "evd.lock";
@@ -107,6 +115,8 @@ impl Store {
             watch: None,
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
+            triggers: (None, TriggerAnswers::new()),
+            state_written: std::collections::HashMap::new(),
         }
     }
 
@@ -400,6 +410,23 @@ impl Store {
     pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
         self.refresh()?;
         Ok(self.files.get(name).map(|c| c.entry.clone()))
+    }
+
+    /// Take the trigger answers known for `head` (empty when HEAD moved). An answer depends only
+    /// on the commits between a receipt's commit and HEAD, so it holds until HEAD moves; outside
+    /// git (`None`) nothing is remembered. Hand them back with [`Store::keep_trigger_memo`].
+    pub fn take_trigger_memo(&mut self, head: Option<&str>) -> TriggerAnswers {
+        if head.is_some() && self.triggers.0.as_deref() == head {
+            std::mem::take(&mut self.triggers.1)
+        } else {
+            TriggerAnswers::new()
+        }
+    }
+
+    pub fn keep_trigger_memo(&mut self, head: Option<String>, memo: TriggerAnswers) {
+        if head.is_some() {
+            self.triggers = (head, memo);
+        }
     }
 
     pub fn tick_count(&self) -> usize {

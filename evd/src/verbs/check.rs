@@ -93,6 +93,22 @@ fn triggered_since(root: &Path, commit: &str, paths: &[String]) -> bool {
     }
 }
 
+/// The repository's HEAD commit, as evd sees it (`None` outside git).
+fn git_head(root: &Path) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "--verify", "-q", "HEAD"])
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && is_sha(&s)).then_some(s)
+}
+
 /// Resolve the staleness reference (§10.3); caches a resolved live-origin sha.
 fn staleness_reference(
     store: &Store,
@@ -113,11 +129,7 @@ fn staleness_reference(
         _ => match req.context.git.upstream.clone().filter(|u| is_sha(u)) {
             Some(sha) => {
                 if fsio::ensure_dir(&results).is_ok() {
-                    let _ = fsio::replace_atomically(
-                        &results,
-                        &results.join("origin-sha"),
-                        sha.as_bytes(),
-                    );
+                    let _ = fsio::replace_unsynced(&results.join("origin-sha"), sha.as_bytes());
                 }
                 Some(sha)
             }
@@ -139,7 +151,13 @@ struct Graded {
 }
 
 /// The state file's bytes for one tick.
-fn state_file(tick: &Tick, graded: &[Graded], policy: &str, sha: Option<&str>) -> String {
+/// The state file of one tick, without its `computed_at` (added when written).
+fn state_body(
+    tick: &Tick,
+    graded: &[Graded],
+    policy: &str,
+    sha: Option<&str>,
+) -> Map<String, Value> {
     let grounds: Vec<Value> = tick
         .grounds
         .iter()
@@ -173,14 +191,13 @@ fn state_file(tick: &Tick, graded: &[Graded], policy: &str, sha: Option<&str>) -
         })
         .collect();
     let mut o = Map::new();
-    o.insert("computed_at".into(), crate::clock::now_rfc3339().into());
     o.insert("grounds".into(), grounds.into());
     let mut r = Map::new();
     r.insert("policy".into(), policy.into());
     r.insert("sha".into(), sha.map_or(Value::Null, Value::from));
     o.insert("staleness_ref".into(), Value::Object(r));
     o.insert("tick_id".into(), tick.id.as_str().into());
-    proto::json::pretty(&Value::Object(o))
+    o
 }
 
 /// A tick-scoped event line with extra fields.
@@ -195,10 +212,23 @@ fn event(op: &str, tick: &Tick, extra: &[(&str, String)]) -> String {
     proto::json::compact(&v)
 }
 
-fn write_state(store: &Store, id: &str, bytes: &str) {
+/// Write a tick's state file unless this store already wrote the same verdicts there: a
+/// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
+fn write_state(store: &mut Store, id: &str, mut body: Map<String, Value>) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    proto::json::compact(&Value::Object(body.clone())).hash(&mut h);
+    let digest = h.finish();
+    if store.state_written.get(id) == Some(&digest) {
+        return;
+    }
     let dir = store.results_dir().join("state");
     if fsio::ensure_dir(&dir).is_ok() && proto::vocab::is_tick_id(id) {
-        let _ = fsio::replace_atomically(&dir, &dir.join(format!("{id}.json")), bytes.as_bytes());
+        body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
+        let bytes = proto::json::pretty(&Value::Object(body));
+        if fsio::replace_unsynced(&dir.join(format!("{id}.json")), bytes.as_bytes()).is_ok() {
+            store.state_written.insert(id.to_string(), digest);
+        }
     }
 }
 
@@ -227,6 +257,8 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         staleness_days: config.staleness_days,
     };
     let root = store.root().to_path_buf();
+    let head = git_head(&root);
+    let mut memo = store.take_trigger_memo(head.as_deref());
     let mut cache: HashMap<String, Vec<Receipt>> = HashMap::new();
     let mut rows = Vec::new();
     let mut events = Vec::new();
@@ -251,8 +283,12 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
             let recs = cache
                 .entry(reference.clone())
                 .or_insert_with(|| read_receipts(&results, reference));
-            let triggered = verdict::latest(recs.iter())
-                .is_some_and(|r| triggered_since(&root, &r.commit, &liveness.triggered_by));
+            let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
+                let key = (r.commit.clone(), liveness.triggered_by.clone());
+                *memo
+                    .entry(key)
+                    .or_insert_with(|| triggered_since(&root, &r.commit, &liveness.triggered_by))
+            });
             let v = verdict::evaluate(g.check.as_ref(), recs, triggered, &inputs);
             let (label, memo_reason) = verdict::lock(tick, v.label);
             if memo_reason.is_some() {
@@ -302,9 +338,10 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         write_state(
             store,
             &tick.id,
-            &state_file(tick, &graded, &policy, sha.as_deref()),
+            state_body(tick, &graded, &policy, sha.as_deref()),
         );
     }
+    store.keep_trigger_memo(head, memo);
     for e in &events {
         store.append_event(e);
     }
