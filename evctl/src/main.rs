@@ -202,6 +202,10 @@ enum Cmd {
     ///       --triggered-by schema.sql --surface schema-ddl
     #[command(verbatim_doc_comment)]
     Migrate(migrate::MigrateArgs),
+    /// Print each verdict change of the store live, as evd sees it (one line each, or JSON lines
+    /// with --json), until interrupted. A receipt appended by CI, a commit touching a trigger,
+    /// a new decision: whatever moves a verdict shows up here without another command.
+    Watch,
     /// Show the running evd: pid, version, uptime, and the stores it holds.
     Status,
     /// Stop the running evd cleanly.
@@ -306,6 +310,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::List => verbs::list(&mut s, &g).await,
         Cmd::Log => verbs::log(&mut s, &g).await,
         Cmd::Verify { self_test } => verbs::verify(&mut s, self_test).await,
+        Cmd::Watch => verbs::watch(&mut s).await,
         Cmd::Status => verbs::status(&g).await,
         Cmd::Shutdown => verbs::shutdown(&g).await,
         Cmd::Brief { limit } => verbs::brief(&mut s, &g, limit).await,

@@ -652,3 +652,24 @@ pub fn reopen(r: &proto::rpc::ReopenResult, style: Style, json: bool) -> Out {
     }
     out
 }
+
+/// One pushed event as `evctl watch` prints it: like a check row, with what it was before
+/// (`gone` when the ground left the view), or a `resync` line.
+pub fn watch_line(ev: &proto::rpc::WatchEvent, json: bool) -> String {
+    use proto::rpc::WatchEvent;
+    if json {
+        return serde_json::to_value(ev)
+            .map(|v| proto::json::compact(&v))
+            .unwrap_or_default();
+    }
+    match ev {
+        WatchEvent::Changed(c) => format!(
+            "{}\t{}\t{}\t(was {})",
+            c.new.as_deref().unwrap_or("gone"),
+            c.tick_id,
+            q(&c.claim),
+            c.old.as_deref().unwrap_or("not in view")
+        ),
+        WatchEvent::Resync { reason } => format!("resync\t-\t-\t({reason})"),
+    }
+}

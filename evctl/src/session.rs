@@ -75,8 +75,16 @@ impl Session {
         context::build(&self.root(walk_up), &self.cwd, needs)
     }
 
+    /// Why the daemon could not be reached, once [`Session::daemon`] gave up.
+    pub fn unreachable_reason(&self) -> Option<&str> {
+        if self.no_daemon {
+            return Some("EVD_NO_DAEMON is set");
+        }
+        self.unreachable.as_deref()
+    }
+
     /// The daemon, connected (and started) on first use; `None` when it cannot be reached.
-    async fn daemon(&mut self) -> Option<Arc<Client>> {
+    pub async fn daemon(&mut self) -> Option<Arc<Client>> {
         if self.no_daemon || self.unreachable.is_some() {
             return None;
         }

@@ -613,9 +613,11 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
         attest: (!attest.is_empty()).then_some(attest),
         ran: a.run,
     };
+    // check writes only per-host caches (state files, events): in-process it needs no ledger
+    // lock, and it may be answered again if a daemon's answer was lost.
     let r = s
-        .write(rpc!(req, check), || {
-            local_write(&ctx, |st| verbs::check(st, &req))
+        .read(rpc!(req, check), || {
+            local_read(&ctx, |st| verbs::check(st, &req))
         })
         .await;
     let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
@@ -665,4 +667,45 @@ pub async fn reopen(s: &mut Session, g: &Globals, id: String) -> Out {
         .await;
     let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
     s.finish(r, |v| render::reopen(v, style, json))
+}
+
+/// `watch`: print each verdict change of the store as evd pushes it, until interrupted (or the
+/// daemon stops). Needs evd: there is nothing to push in-process.
+pub async fn watch(s: &mut Session) -> Out {
+    use std::io::Write;
+    let ctx = s.context(true, Needs::default());
+    let req = StoreRequest { context: ctx };
+    let json = s.json;
+    let Some(c) = s.daemon().await else {
+        let why = s.unreachable_reason().unwrap_or("no daemon").to_string();
+        return render::refusal(
+            &Refusal::refused(
+                "watch_needs_daemon",
+                format!("evctl watch needs evd ({why})"),
+            ),
+            json,
+        );
+    };
+    let mut sub = match proto::rpc::EvApiClient::watch(&*c, req).await {
+        Ok(sub) => sub,
+        Err(e) => return render::refusal(&call_error(e), json),
+    };
+    while let Some(item) = sub.next().await {
+        let line = match item {
+            Ok(ev) => render::watch_line(&ev, json),
+            Err(e) => {
+                return render::refusal(&Refusal::io(format!("the watch stream broke: {e}")), json)
+            }
+        };
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            return Out::default(); // the reader went away (a closed pipe)
+        }
+    }
+    let mut out = Out {
+        code: 1,
+        ..Out::default()
+    };
+    out.err("evctl watch: evd stopped; the stream ended");
+    out
 }

@@ -45,8 +45,19 @@ impl Holder {
 /// A held lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct LockFile {
-    _file: File,
+    file: File,
     pub path: PathBuf,
+}
+
+impl LockFile {
+    /// Whether the lock still guards the file at its path: a lock file deleted (or replaced)
+    /// under us guards nothing any more.
+    pub fn still_valid(&self) -> bool {
+        match (self.file.metadata(), std::fs::symlink_metadata(&self.path)) {
+            (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+            _ => false,
+        }
+    }
 }
 
 /// Why a lock could not be taken.
@@ -139,7 +150,7 @@ pub fn try_lock(path: &Path, holder: &Holder) -> Result<LockFile, LockError> {
         .and_then(|()| file.write_all(body.as_bytes()))
         .map_err(LockError::Io)?;
     Ok(LockFile {
-        _file: file,
+        file,
         path: path.to_path_buf(),
     })
 }

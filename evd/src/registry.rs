@@ -6,12 +6,26 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 
-use proto::rpc::{codes, Context, Refusal, StoreStatus};
-use tokio::sync::oneshot;
+use proto::rpc::{codes, Context, Refusal, StoreStatus, WatchEvent};
+use tokio::sync::{broadcast, oneshot};
 
 use crate::store::Store;
+use crate::watcher::{self, Changes};
 
 type Job = Box<dyn FnOnce(&mut Store) + Send>;
+
+/// What a store's actor thread receives.
+enum Msg {
+    /// A request to run.
+    Job(Job),
+    /// The watcher saw these changes.
+    Changes(Changes),
+    /// The actor is being dropped: release the store.
+    Stop,
+}
+
+/// How many pushed events a slow subscriber may fall behind before it is told to resync.
+const EVENT_BUFFER: usize = 4096;
 
 /// What `status` reports about a store, refreshed after every request.
 #[derive(Debug, Clone, Default)]
@@ -26,22 +40,85 @@ struct Snapshot {
 pub struct StoreActor {
     root: PathBuf,
     opened_at: String,
-    jobs: Mutex<mpsc::Sender<Job>>,
+    jobs: Mutex<mpsc::Sender<Msg>>,
     snapshot: Arc<Mutex<Snapshot>>,
+    events: broadcast::Sender<WatchEvent>,
+}
+
+impl Drop for StoreActor {
+    fn drop(&mut self) {
+        if let Ok(j) = self.jobs.lock() {
+            let _ = j.send(Msg::Stop);
+        }
+    }
+}
+
+/// React to what the watcher saw: keep the state files and the verdict snapshot current.
+/// Receipts alone re-evaluate only the ticks bound to those selectors.
+fn on_changes(store: &mut Store, c: &Changes) {
+    if !store.lock_is_valid() {
+        return;
+    }
+    let only_receipts = !(c.ticks || c.git || c.selected || c.config || c.rescan);
+    let only = only_receipts.then_some(&c.receipts);
+    if let Err(e) = crate::verbs::check::refresh_verdicts(store, only) {
+        tracing::debug!(error = %e.message, "re-evaluation after a change failed");
+    }
 }
 
 impl StoreActor {
     fn spawn(root: PathBuf) -> std::io::Result<StoreActor> {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<Msg>();
         let snapshot = Arc::new(Mutex::new(Snapshot::default()));
         let snap = Arc::clone(&snapshot);
         let thread_root = root.clone();
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let push = events.clone();
+        let to_self = tx.clone();
         std::thread::Builder::new()
             .name("evd-store".into())
             .spawn(move || {
-                let mut store = Store::new(thread_root);
-                while let Ok(job) = rx.recv() {
-                    job(&mut store);
+                let mut store = Store::new(thread_root.clone());
+                let mut watching: Option<watcher::StoreWatcher> = None;
+                let mut watch_failed = false;
+                while let Ok(msg) = rx.recv() {
+                    match msg {
+                        Msg::Stop => break,
+                        Msg::Job(job) => job(&mut store),
+                        Msg::Changes(c) => {
+                            on_changes(&mut store, &c);
+                            if c.rescan {
+                                let _ = push.send(WatchEvent::Resync {
+                                    reason: "the watcher rescanned the store".into(),
+                                });
+                            }
+                        }
+                    }
+                    for change in store.take_unsent() {
+                        let _ = push.send(WatchEvent::Changed(change));
+                    }
+                    // Once this daemon owns the store, watch it.
+                    if watching.is_none() && !watch_failed && store.is_locked() {
+                        let tx = to_self.clone();
+                        let (ctx, crx) = mpsc::channel::<Changes>();
+                        match watcher::watch(watcher::Layout::of(&thread_root), ctx) {
+                            Ok(w) => {
+                                watching = Some(w);
+                                std::thread::spawn(move || {
+                                    while let Ok(c) = crx.recv() {
+                                        if tx.send(Msg::Changes(c)).is_err() {
+                                            break;
+                                        }
+                                    }
+                                });
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, store = %thread_root.display(), "cannot watch the store; verdicts refresh on requests only");
+                                // Do not retry on every request.
+                                watch_failed = true;
+                            }
+                        }
+                    }
                     // One stat when nothing changed; keeps the tick count honest for `status`.
                     let _ = store.refresh();
                     if let Ok(mut s) = snap.lock() {
@@ -51,14 +128,20 @@ impl StoreActor {
                         s.writes = store.writes;
                     }
                 }
-                // Channel closed: the store (and its lock) drops here.
+                // Stopped: the watcher, then the store (and its lock) drop here.
             })?;
         Ok(StoreActor {
             root,
             opened_at: crate::clock::now_rfc3339(),
             jobs: Mutex::new(tx),
             snapshot,
+            events,
         })
+    }
+
+    /// Subscribe to this store's pushed verdict changes.
+    pub fn subscribe(&self) -> broadcast::Receiver<WatchEvent> {
+        self.events.subscribe()
     }
 
     /// Run `f` on the store's own thread and wait for its answer. A panic inside `f` becomes an
@@ -84,7 +167,7 @@ impl StoreActor {
             .jobs
             .lock()
             .map_err(|_| gone())
-            .and_then(|j| j.send(job).map_err(|_| gone()));
+            .and_then(|j| j.send(Msg::Job(job)).map_err(|_| gone()));
         sent?;
         rx.await.map_err(|_| gone())?
     }

@@ -17,7 +17,7 @@ use proto::rpc::{
     InitResult, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
     PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest,
     ReconcileResult, Refusal, ShowResult, ShutdownAck, StoreRequest, SupersedeRequest,
-    SupersedeResult, VerifyRequest, VerifyResult, PROTOCOL_VERSION,
+    SupersedeResult, VerifyRequest, VerifyResult, WatchEvent, PROTOCOL_VERSION,
 };
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
@@ -165,6 +165,65 @@ impl EvApiServer for Rpc {
 
     async fn log(&self, req: StoreRequest) -> RpcResult<LogResult> {
         on_store(&self.0, &req.context, verbs::log).await
+    }
+
+    async fn watch(
+        &self,
+        pending: PendingSubscriptionSink,
+        req: StoreRequest,
+    ) -> SubscriptionResult {
+        if let Err(e) = self.0.admit() {
+            pending.reject(e).await;
+            return Ok(());
+        }
+        let actor = match self.0.registry.actor(&req.context) {
+            Ok(a) => a,
+            Err(e) => {
+                pending.reject(e).await;
+                return Ok(());
+            }
+        };
+        // Subscribe before the baseline is set, so no change after it can be missed.
+        let mut rx = actor.subscribe();
+        let ready = actor
+            .run(|store| {
+                store.require()?;
+                store.acquire("evd")?;
+                if !store.has_verdict_baseline() {
+                    crate::verbs::check::refresh_verdicts(store, None)?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = ready {
+            pending.reject(e).await;
+            return Ok(());
+        }
+        let sink = pending.accept().await?;
+        loop {
+            tokio::select! {
+                () = sink.closed() => break,
+                () = self.0.stop.cancelled() => break,
+                got = rx.recv() => {
+                    let item = match got {
+                        Ok(ev) => ev,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => WatchEvent::Resync {
+                            reason: format!("{n} change(s) were dropped for this slow subscriber"),
+                        },
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    };
+                    match serde_json::value::to_raw_value(&item) {
+                        Ok(raw) => {
+                            if sink.send(raw).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot encode a watch item"),
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn migrate_backfill(

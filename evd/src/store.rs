@@ -92,7 +92,18 @@ pub struct Store {
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
     /// unchanged verdict is not rewritten.
     pub state_written: std::collections::HashMap<String, u64>,
+    /// Every test ground's label as a plain check last read it: `(tick, ground)` →
+    /// `(decision, claim, label)`. `None` until the first evaluation.
+    verdicts: Option<VerdictSnapshot>,
+    /// Verdict changes not yet pushed to subscribers.
+    unsent: Vec<proto::rpc::VerdictChange>,
+    /// The flags of the last `check` (`offline`, `attest`): the state files hold what such a
+    /// check reads, so a background re-evaluation uses the same ones.
+    pub last_check: (bool, Option<Vec<String>>),
 }
+
+/// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
+pub type VerdictSnapshot = std::collections::HashMap<(String, usize), (String, String, String)>;
 
 /// `(receipt commit, triggered_by paths)` → whether a triggering change landed since.
 pub type TriggerAnswers = std::collections::HashMap<(String, Vec<String>), bool>;
@@ -117,6 +128,9 @@ impl Store {
             opened_at: crate::clock::now_rfc3339(),
             triggers: (None, TriggerAnswers::new()),
             state_written: std::collections::HashMap::new(),
+            verdicts: None,
+            unsent: Vec::new(),
+            last_check: (false, None),
         }
     }
 
@@ -134,6 +148,11 @@ impl Store {
     }
     pub fn is_locked(&self) -> bool {
         self.lock.is_some()
+    }
+
+    /// Whether this store's lock is held and still guards the lock file on disk.
+    pub fn lock_is_valid(&self) -> bool {
+        self.lock.as_ref().is_some_and(|l| l.still_valid())
     }
 
     /// Whether `.evolving` exists. A symlink or a non-directory is a refusal: evd never follows
@@ -174,8 +193,19 @@ impl Store {
     /// Become the store's only writer. Refused, naming the holder, when another process owns it.
     /// Also finishes an append a crash interrupted (see [`Store::recover_head`]).
     pub fn acquire(&mut self, kind: &str) -> Result<(), Refusal> {
-        if self.lock.is_some() {
-            return Ok(());
+        match &self.lock {
+            Some(l) if l.still_valid() => return Ok(()),
+            Some(_) => {
+                // The store was removed (or its results/) under us: start afresh.
+                tracing::info!(store = %self.root.display(), "the store's lock file went away; re-opening");
+                self.lock = None;
+                self.files.clear();
+                self.ticks_stamp = None;
+                self.watch = None;
+                self.state_written.clear();
+                self.verdicts = None;
+            }
+            None => {}
         }
         self.require()?;
         let results = self.results_dir();
@@ -427,6 +457,78 @@ impl Store {
         if head.is_some() {
             self.triggers = (head, memo);
         }
+    }
+
+    /// Fold a plain evaluation's labels into the snapshot and say what changed. `full`: every
+    /// ground in view was evaluated, so grounds not seen have left the view. The first
+    /// evaluation only sets the baseline.
+    pub fn update_verdicts(
+        &mut self,
+        seen: Vec<(String, usize, String, String, &'static str)>,
+        full: bool,
+    ) -> Vec<proto::rpc::VerdictChange> {
+        use proto::rpc::VerdictChange;
+        let baseline = self.verdicts.is_none();
+        if baseline && !full {
+            // A partial evaluation cannot set a baseline: it would misreport the rest later.
+            return Vec::new();
+        }
+        let snap = self.verdicts.get_or_insert_with(Default::default);
+        let mut changes = Vec::new();
+        let mut in_view = std::collections::HashSet::new();
+        for (tick, gi, decision, claim, label) in seen {
+            in_view.insert((tick.clone(), gi));
+            let old = snap.insert(
+                (tick.clone(), gi),
+                (decision.clone(), claim.clone(), label.to_string()),
+            );
+            let old_label = old.map(|o| o.2);
+            if old_label.as_deref() != Some(label) {
+                changes.push(VerdictChange {
+                    tick_id: tick,
+                    ground_index: gi,
+                    decision,
+                    claim,
+                    old: old_label,
+                    new: Some(label.to_string()),
+                });
+            }
+        }
+        if full {
+            let gone: Vec<(String, usize)> = snap
+                .keys()
+                .filter(|k| !in_view.contains(*k))
+                .cloned()
+                .collect();
+            for k in gone {
+                if let Some((decision, claim, label)) = snap.remove(&k) {
+                    changes.push(VerdictChange {
+                        tick_id: k.0,
+                        ground_index: k.1,
+                        decision,
+                        claim,
+                        old: Some(label),
+                        new: None,
+                    });
+                }
+            }
+        }
+        if baseline {
+            Vec::new()
+        } else {
+            self.unsent.extend(changes.iter().cloned());
+            changes
+        }
+    }
+
+    /// Whether a full plain evaluation has set the verdict baseline.
+    pub fn has_verdict_baseline(&self) -> bool {
+        self.verdicts.is_some()
+    }
+
+    /// The verdict changes found since the last call, for the subscribers.
+    pub fn take_unsent(&mut self) -> Vec<proto::rpc::VerdictChange> {
+        std::mem::take(&mut self.unsent)
     }
 
     pub fn tick_count(&self) -> usize {

@@ -910,6 +910,32 @@ pub struct AppendReceiptsResult {
     pub warnings: Vec<Warning>,
 }
 
+// ---------------------------------------------------------------------------------------------
+// Live verdicts
+
+/// One ground's verdict moved (as a plain `check` reads it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VerdictChange {
+    pub tick_id: String,
+    pub ground_index: usize,
+    pub decision: String,
+    pub claim: String,
+    /// `None`: the ground was not in view before.
+    pub old: Option<String>,
+    /// `None`: the ground left the view (its tick was superseded or replaced).
+    pub new: Option<String>,
+}
+
+/// What `ev.watch` pushes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum WatchEvent {
+    /// One verdict changed.
+    Changed(VerdictChange),
+    /// Changes may have been missed (a slow subscriber, a rescan): ask `ev.check` afresh.
+    Resync { reason: String },
+}
+
 /// The RPC surface of evd.
 #[rpc(server, client, namespace = "ev", namespace_separator = ".")]
 pub trait EvApi {
@@ -994,6 +1020,9 @@ pub trait EvApi {
     /// One tick with what each of its test grounds reads now.
     #[method(name = "reopen")]
     async fn reopen(&self, req: IdRequest) -> RpcResult<ReopenResult>;
+    /// Live verdict changes of one store, pushed as they happen (the watcher keeps evaluating).
+    #[subscription(name = "watch" => "watch.event", unsubscribe = "unwatch", item = WatchEvent)]
+    async fn watch(&self, req: StoreRequest) -> SubscriptionResult;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ use proto::json::q;
 use proto::model::Check;
 use proto::rpc::{
     AppendReceiptsRequest, AppendReceiptsResult, CheckPlan, CheckRequest, CheckResult, CheckRow,
-    PlannedRun, Refusal, StalenessRef, Tally, Warning,
+    PlannedRun, Refusal, StalenessRef, Tally, VerdictChange, Warning,
 };
 use proto::Tick;
 use serde_json::{Map, Value};
@@ -110,11 +110,14 @@ fn git_head(root: &Path) -> Option<String> {
 }
 
 /// Resolve the staleness reference (§10.3); caches a resolved live-origin sha.
+/// With `record` (a real `check`), a resolved live-origin sha is cached to `results/origin-sha`;
+/// a background re-evaluation leaves that cache alone.
 fn staleness_reference(
     store: &Store,
     req: &CheckRequest,
     policy: &str,
     warnings: &mut Vec<Warning>,
+    record: bool,
 ) -> Option<String> {
     let results = store.results_dir();
     if req.offline {
@@ -128,7 +131,7 @@ fn staleness_reference(
         "local-head" => req.context.git.head.clone().filter(|h| is_sha(h)),
         _ => match req.context.git.upstream.clone().filter(|u| is_sha(u)) {
             Some(sha) => {
-                if fsio::ensure_dir(&results).is_ok() {
+                if record && fsio::ensure_dir(&results).is_ok() {
                     let _ = fsio::replace_unsynced(&results.join("origin-sha"), sha.as_bytes());
                 }
                 Some(sha)
@@ -214,7 +217,9 @@ fn event(op: &str, tick: &Tick, extra: &[(&str, String)]) -> String {
 
 /// Write a tick's state file unless this store already wrote the same verdicts there: a
 /// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
-fn write_state(store: &mut Store, id: &str, mut body: Map<String, Value>) {
+/// `create`: make `results/state/` when missing (a real check); a background re-evaluation never
+/// creates directories (it could resurrect a store being removed).
+fn write_state(store: &mut Store, id: &str, mut body: Map<String, Value>, create: bool) {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     proto::json::compact(&Value::Object(body.clone())).hash(&mut h);
@@ -223,7 +228,12 @@ fn write_state(store: &mut Store, id: &str, mut body: Map<String, Value>) {
         return;
     }
     let dir = store.results_dir().join("state");
-    if fsio::ensure_dir(&dir).is_ok() && proto::vocab::is_tick_id(id) {
+    let ready = if create {
+        fsio::ensure_dir(&dir).is_ok()
+    } else {
+        std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir())
+    };
+    if ready && proto::vocab::is_tick_id(id) {
         body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
         let bytes = proto::json::pretty(&Value::Object(body));
         if fsio::replace_unsynced(&dir.join(format!("{id}.json")), bytes.as_bytes()).is_ok() {
@@ -232,10 +242,74 @@ fn write_state(store: &mut Store, id: &str, mut body: Map<String, Value>) {
     }
 }
 
-/// `check` (§10.1 steps 1, 2, 4–6).
+/// `check` (§10.1 steps 1, 2, 4–6): evaluate, write state files, record the events, answer the rows.
 pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
+    evaluate(store, req, true, None).map(|(r, _)| r)
+}
+
+/// Re-evaluate after a change seen by the watcher, as a plain `check` with no flags would (the
+/// view the state files hold), keeping the state files current without recording check events.
+/// `only`: the receipt keys that changed, when nothing else did (only ticks bound to those
+/// selectors are re-evaluated). Returns the verdicts that changed since the last evaluation.
+pub fn refresh_verdicts(
+    store: &mut Store,
+    only: Option<&std::collections::BTreeSet<String>>,
+) -> Result<Vec<VerdictChange>, Refusal> {
+    store.require()?;
+    let root = store.root().to_path_buf();
+    let ask = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.success() && !s.is_empty()).then_some(s)
+    };
+    let policy = store.config().staleness_ref;
+    let mut context = proto::rpc::Context {
+        store: root.display().to_string(),
+        cwd: root.display().to_string(),
+        ..Default::default()
+    };
+    match policy.as_str() {
+        "none" => {}
+        "local-head" => context.git.head = ask(&["rev-parse", "HEAD"]),
+        _ => context.git.upstream = ask(&["rev-parse", "@{upstream}"]),
+    }
+    let (offline, attest) = store.last_check.clone();
+    let req = CheckRequest {
+        context,
+        offline,
+        attest,
+        ran: false,
+    };
+    evaluate(store, &req, false, only).map(|(_, changes)| changes)
+}
+
+/// The evaluation shared by [`check`] and [`refresh_verdicts`]. With `record`, the check
+/// events are appended; `only` limits the work to ticks bound to those receipt keys. A plain
+/// evaluation (no attest, not offline) also updates the store's verdict snapshot and reports
+/// what changed in it.
+fn evaluate(
+    store: &mut Store,
+    req: &CheckRequest,
+    record: bool,
+    only: Option<&std::collections::BTreeSet<String>>,
+) -> Result<(CheckResult, Vec<VerdictChange>), Refusal> {
     let started = Instant::now();
     store.require()?;
+    if record {
+        store.last_check = (req.offline, req.attest.clone().filter(|a| !a.is_empty()));
+    } else if !store.results_dir().join("state").is_dir() {
+        // In the background, never recreate what someone is removing.
+        return Ok((empty_result(req), Vec::new()));
+    }
     let config = store.config();
     let ticks: Vec<(String, Tick)> = store
         .current()?
@@ -245,7 +319,7 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         .collect();
     let mut warnings = Vec::new();
     let policy = config.staleness_ref.clone();
-    let sha = staleness_reference(store, req, &policy, &mut warnings);
+    let sha = staleness_reference(store, req, &policy, &mut warnings, record);
     let results = store.results_dir();
     let selected = read_selected(&results);
     let attest: Option<Vec<String>> = req.attest.clone().filter(|a| !a.is_empty());
@@ -262,7 +336,20 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     let mut cache: HashMap<String, Vec<Receipt>> = HashMap::new();
     let mut rows = Vec::new();
     let mut events = Vec::new();
+    let plain = attest.is_none() && !req.offline;
+    let mut seen_labels: Vec<(String, usize, String, String, &'static str)> = Vec::new();
+    let touches = |tick: &Tick, keys: &std::collections::BTreeSet<String>| {
+        tick.grounds.iter().any(|g| match &g.check {
+            Some(Check::Test { reference, .. }) => {
+                keys.contains(&proto::id::receipt_key(reference))
+            }
+            _ => false,
+        })
+    };
     for (file, tick) in &ticks {
+        if only.is_some_and(|keys| !touches(tick, keys)) {
+            continue;
+        }
         let mut graded = Vec::with_capacity(tick.grounds.len());
         let mut test_labels = Vec::new();
         let mut replaced = Vec::new();
@@ -319,6 +406,15 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
                 memo_reason,
                 event_label: label.event_label(),
             });
+            if plain {
+                seen_labels.push((
+                    tick.id.clone(),
+                    gi,
+                    tick.decision.clone(),
+                    g.claim.clone(),
+                    label.as_str(),
+                ));
+            }
             test_labels.push(label);
             graded.push(Graded {
                 label,
@@ -339,9 +435,29 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
             store,
             &tick.id,
             state_body(tick, &graded, &policy, sha.as_deref()),
+            record,
         );
     }
     store.keep_trigger_memo(head, memo);
+    let changes = if plain {
+        let full = only.is_none();
+        store.update_verdicts(seen_labels, full)
+    } else {
+        Vec::new()
+    };
+    if !record {
+        let result = CheckResult {
+            total_test_bindings: rows.len(),
+            harvested_unproven: rows.iter().filter(|r| r.harvested).count(),
+            ran: req.ran,
+            staleness_ref: StalenessRef { policy, sha },
+            gating: rows.iter().any(|r| r.gating),
+            tally: Tally::default(),
+            rows,
+            warnings,
+        };
+        return Ok((result, changes));
+    }
     for e in &events {
         store.append_event(e);
     }
@@ -360,16 +476,35 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     run.insert("ts".into(), crate::clock::now_rfc3339().into());
     run.insert("wall_ms".into(), wall_ms.into());
     store.append_event(&proto::json::compact(&Value::Object(run)));
-    Ok(CheckResult {
-        total_test_bindings: rows.len(),
-        harvested_unproven: rows.iter().filter(|r| r.harvested).count(),
+    Ok((
+        CheckResult {
+            total_test_bindings: rows.len(),
+            harvested_unproven: rows.iter().filter(|r| r.harvested).count(),
+            ran: req.ran,
+            staleness_ref: StalenessRef { policy, sha },
+            gating: rows.iter().any(|r| r.gating),
+            tally,
+            rows,
+            warnings,
+        },
+        changes,
+    ))
+}
+
+fn empty_result(req: &CheckRequest) -> CheckResult {
+    CheckResult {
+        rows: Vec::new(),
+        total_test_bindings: 0,
+        harvested_unproven: 0,
         ran: req.ran,
-        staleness_ref: StalenessRef { policy, sha },
-        gating: rows.iter().any(|r| r.gating),
-        tally,
-        rows,
-        warnings,
-    })
+        staleness_ref: StalenessRef {
+            policy: String::new(),
+            sha: None,
+        },
+        tally: Tally::default(),
+        gating: false,
+        warnings: Vec::new(),
+    }
 }
 
 /// `ev.check.plan`: every test binding of the current live view, in check order.

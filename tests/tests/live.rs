@@ -1,0 +1,196 @@
+//! Live verdicts: a receipt appended by another process, or a commit touching a declared
+//! trigger, reaches the state file and `evctl watch` without any further command, and a
+//! restarted daemon gives the same verdicts.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use evd_e2e::{bin, wait_until, Repo, World};
+
+fn git(repo: &Repo, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .current_dir(repo.path())
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// A store with one test-bound decision, verified at the repo's HEAD, policy `none`.
+fn setup(w: &World) -> (Repo, String) {
+    let repo = Repo::new();
+    w.evctl(repo.path(), &["init"]).ok();
+    let config = repo.ev_dir().join("config");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, text.replace("\"live-origin\"", "\"none\"")).expect("config");
+    let head = repo.head();
+    let r = w
+        .evctl(
+            repo.path(),
+            &[
+                "decide",
+                "no Redis",
+                "--assume",
+                "db coordinates pods",
+                "--assume-test",
+                "true",
+                "--counter-test",
+                "false",
+                "--on-platform",
+                "linux-ci",
+                "--triggered-by",
+                "deps.txt",
+                "--surface",
+                "deps",
+                "--verified-at-sha",
+                &head,
+                "--blame",
+                "b",
+            ],
+        )
+        .ok();
+    let id = r.stdout.split_whitespace().nth(1).expect("id").to_string();
+    (repo, id)
+}
+
+fn state_verdict(repo: &Repo, id: &str) -> Option<String> {
+    let text =
+        std::fs::read_to_string(repo.ev_dir().join(format!("results/state/{id}.json"))).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["grounds"][0]["verdict"].as_str().map(str::to_string)
+}
+
+fn append_receipt(repo: &Repo, commit: &str) {
+    let line = format!(
+        "{{\"commit\":\"{commit}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{}\",\"result\":\"green\",\"test\":\"true\"}}\n",
+        now_rfc3339()
+    );
+    let dir = repo.ev_dir().join("results/receipts");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(dir.join("b5bea41b6c62.jsonl"))
+        .expect("open receipts");
+    f.write_all(line.as_bytes()).expect("append");
+}
+
+fn now_rfc3339() -> String {
+    let out = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+struct Watch {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Watch {
+    fn start(w: &World, repo: &Repo) -> Watch {
+        let mut child = w
+            .command(bin("evctl"))
+            .current_dir(repo.path())
+            .args(["watch", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("evctl watch");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch { child, lines }
+    }
+
+    /// The next pushed change whose new label is `label` (bounded wait).
+    fn expect(&self, label: &str) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+                if v["kind"] == "changed" && v["new"] == label {
+                    return v;
+                }
+            }
+        }
+        panic!("no pushed change to {label}");
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_a_command() {
+    let w = World::new();
+    let (repo, id) = setup(&w);
+    let r = w.evctl(repo.path(), &["check"]).ok();
+    assert!(r.stdout.starts_with("not-run\t"), "{r:?}");
+    assert_eq!(state_verdict(&repo, &id).as_deref(), Some("not-run"));
+
+    let watch = Watch::start(&w, &repo);
+    // The subscription is live once the daemon answers a request after it.
+    assert!(wait_until(Duration::from_secs(5), || w
+        .daemon_pid()
+        .is_some()));
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Another process (this test) appends a receipt: the watch and the state file see it.
+    append_receipt(&repo, &repo.head());
+    let v = watch.expect("green");
+    assert_eq!(v["tick_id"], id.as_str());
+    assert_eq!(v["old"], "not-run");
+    assert!(wait_until(Duration::from_secs(10), || {
+        state_verdict(&repo, &id).as_deref() == Some("green")
+    }));
+    assert!(w
+        .evctl(repo.path(), &["check"])
+        .ok()
+        .stdout
+        .starts_with("green\t"));
+
+    // A commit touching the declared trigger makes the last run stale.
+    std::fs::write(repo.path().join("deps.txt"), "redis\n").expect("write");
+    git(&repo, &["add", "deps.txt"]);
+    git(&repo, &["commit", "-q", "-m", "touch the trigger"]);
+    watch.expect("stale");
+    assert!(wait_until(Duration::from_secs(10), || {
+        state_verdict(&repo, &id).as_deref() == Some("stale")
+    }));
+    let before = w.evctl(repo.path(), &["check"]).ok().stdout;
+    assert!(before.starts_with("stale\t"), "{before}");
+
+    // A restarted daemon gives the same verdicts.
+    drop(watch);
+    w.stop_daemon();
+    let after = w.evctl(repo.path(), &["check"]).ok().stdout;
+    assert_eq!(before, after);
+}
+
+#[test]
+fn watch_needs_a_daemon_and_says_so() {
+    let w = World::new();
+    let (repo, _) = setup(&w);
+    let r = w.evctl_env(repo.path(), &[("EVD_NO_DAEMON", "1")], &["watch"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("evctl watch needs evd"), "{r:?}");
+}
