@@ -486,6 +486,8 @@ struct Fixture {
     dir: TempDir,
     root: PathBuf,
     head: String,
+    /// `git rev-parse HEAD` of the generated repository.
+    head_sha: String,
     runs_process: usize,
     runs_list: usize,
     runs_verify: usize,
@@ -510,12 +512,20 @@ fn make_fixture(label: &'static str, ticks: usize, seed: u64) -> Res<Fixture> {
         root.display()
     );
     let big = ticks >= 5_000;
+    let head_sha = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .map_err(|e| format!("git rev-parse: {e}"))?;
     Ok(Fixture {
         label,
         ticks,
         dir,
         root,
         head,
+        head_sha,
         runs_process: if big { 50 } else { 100 },
         runs_list: if big { 30 } else { 100 },
         runs_verify: if big { 10 } else { 30 },
@@ -923,6 +933,115 @@ fn bench_migrate(w: &World, report: &mut Report) -> Res<Option<f64>> {
     Ok(Some(rate))
 }
 
+/// `check` on a generated store: the whole `evctl check` process against the warm daemon, the
+/// cold evaluation upstream pays on every call (evd's engine on a fresh in-process Store, git
+/// queries included), and how long a receipt appended by another process takes to reach its
+/// tick's state file with no command run.
+fn bench_check(w: &World, fx: &Fixture, report: &mut Report) -> Res<()> {
+    let root = &fx.root;
+    let label = fx.label;
+    println!("  check (staleness policy `none`, so a fresh receipt decides the verdict):");
+    let config = root.join(".evolving/config");
+    let text = fs::read_to_string(&config).map_err(|e| format!("config: {e}"))?;
+    fs::write(&config, text.replace("\"live-origin\"", "\"none\""))
+        .map_err(|e| format!("config: {e}"))?;
+    let t = Instant::now();
+    w.evctl(root, &["check"])?;
+    println!("    first `evctl check` (trigger answers not yet known): {}", fmt_dur(t.elapsed()));
+    let warm = report.add(
+        "check",
+        label,
+        "evctl process, warm evd",
+        measure(fx.runs_list, 2, || w.evctl(root, &["check"]).map(|_| ()))?,
+    );
+    let ctx = context_for(root);
+    let req = proto::rpc::CheckRequest {
+        context: ctx,
+        offline: true,
+        attest: None,
+        ran: false,
+    };
+    let cold = report.add(
+        "check",
+        label,
+        "in-process, cold Store",
+        measure(if fx.ticks > 5_000 { 3 } else { 10 }, 0, || {
+            let mut store = evd::store::Store::new(root.clone());
+            ops::check(&mut store, &req)
+                .map(|_| ())
+                .map_err(|e| e.message)
+        })?,
+    );
+    println!(
+        "    warm evctl check is {:.0}x faster than a cold evaluation (p50)",
+        cold.p50.as_secs_f64() / warm.p50.as_secs_f64().max(1e-9)
+    );
+    // Receipt -> state file: flip one bound selector between green and red.
+    let Some((tick, selector, platforms)) = first_test_binding(root) else {
+        println!("    (no test binding to time a receipt with)");
+        return Ok(());
+    };
+    let state = root.join(".evolving/results/state").join(format!("{tick}.json"));
+    let key = proto::id::receipt_key(&selector);
+    let receipts = root.join(".evolving/results/receipts").join(format!("{key}.jsonl"));
+    let mut lat = Vec::new();
+    for i in 0..10 {
+        let result = if i % 2 == 0 { "red" } else { "green" };
+        let before = fs::read_to_string(&state).unwrap_or_default();
+        let mut lines = String::new();
+        for p in &platforms {
+            let r = evd::receipts::Receipt {
+                test: selector.clone(),
+                platform: p.clone(),
+                commit: fx.head_sha.clone(),
+                ran_at: evd::clock::now_rfc3339(),
+                result: if result == "red" {
+                    evd::receipts::RunResult::Red
+                } else {
+                    evd::receipts::RunResult::Green
+                },
+                falsifiable: Some(true),
+            };
+            lines.push_str(&r.line());
+        }
+        let t = Instant::now();
+        evd::fsio::append(&receipts, lines.as_bytes())
+            .map_err(|e| format!("append receipt: {e}"))?;
+        loop {
+            let now = fs::read_to_string(&state).unwrap_or_default();
+            if now != before {
+                break;
+            }
+            if t.elapsed() > Duration::from_secs(5) {
+                return Err("the state file did not change within 5 s of a receipt".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        lat.push(t.elapsed());
+    }
+    report.add("receipt", label, "-> state file (no command)", stats(lat));
+    Ok(())
+}
+
+/// The first current test binding of a store: (tick id, selector, platforms).
+fn first_test_binding(root: &Path) -> Option<(String, String, Vec<String>)> {
+    let mut store = evd::store::Store::new(root.to_path_buf());
+    let current = store.current().ok()?;
+    current.into_iter().find_map(|(_, t)| {
+        t.grounds.iter().find_map(|g| match &g.check {
+            Some(proto::model::Check::Test {
+                reference,
+                liveness,
+                counter_test: Some(_),
+                ..
+            }) if !t.is_detect_only() && !t.is_agent_proposed() => {
+                Some((t.id.clone(), reference.clone(), liveness.platforms.clone()))
+            }
+            _ => None,
+        })
+    })
+}
+
 fn run(report: &mut Report) -> Res<()> {
     let bins = locate_bins()?;
     let started = Instant::now();
@@ -1025,6 +1144,7 @@ fn run(report: &mut Report) -> Res<()> {
         let after = proc_status_kb(daemon.pid, "VmRSS");
         rss_held.push((fx.label, before, after));
         bench_reads(&w, &rt, &client, fx, report)?;
+        bench_check(&w, fx, report)?;
     }
     let rss_end = proc_status_kb(daemon.pid, "VmRSS");
     let hwm_end = proc_status_kb(daemon.pid, "VmHWM");
