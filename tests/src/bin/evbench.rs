@@ -947,7 +947,10 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report) -> Res<()> {
         .map_err(|e| format!("config: {e}"))?;
     let t = Instant::now();
     w.evctl(root, &["check"])?;
-    println!("    first `evctl check` (trigger answers not yet known): {}", fmt_dur(t.elapsed()));
+    println!(
+        "    first `evctl check` (trigger answers not yet known): {}",
+        fmt_dur(t.elapsed())
+    );
     let warm = report.add(
         "check",
         label,
@@ -981,9 +984,13 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report) -> Res<()> {
         println!("    (no test binding to time a receipt with)");
         return Ok(());
     };
-    let state = root.join(".evolving/results/state").join(format!("{tick}.json"));
+    let state = root
+        .join(".evolving/results/state")
+        .join(format!("{tick}.json"));
     let key = proto::id::receipt_key(&selector);
-    let receipts = root.join(".evolving/results/receipts").join(format!("{key}.jsonl"));
+    let receipts = root
+        .join(".evolving/results/receipts")
+        .join(format!("{key}.jsonl"));
     let mut lat = Vec::new();
     for i in 0..10 {
         let result = if i % 2 == 0 { "red" } else { "green" };
