@@ -108,11 +108,15 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// Every file under `.evolving/`, with its bytes.
+/// Every file under `.evolving/`, with its bytes — except `results/state/`, the per-host
+/// verdict cache evd keeps current in the background whenever the ticks change.
 fn snapshot(repo: &Repo) -> BTreeMap<PathBuf, Vec<u8>> {
     fn walk(dir: &Path, base: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
         for e in std::fs::read_dir(dir).expect("ls").flatten() {
             let p = e.path();
+            if p == base.join("results").join("state") {
+                continue;
+            }
             if p.is_dir() {
                 walk(&p, base, out);
             } else {
