@@ -29,6 +29,11 @@ pub fn age_bucket(held_since: &str, now: OffsetDateTime) -> Option<&'static str>
 
 /// A tick-scoped event line: `op`, `ts`, `tick_id`, and each optional field when it applies.
 pub fn tick_event(op: &str, tick: &Tick, now: OffsetDateTime) -> String {
+    proto::json::compact(&Value::Object(tick_event_fields(op, tick, now)))
+}
+
+/// The fields of a tick-scoped event, for callers that add their own before writing.
+pub fn tick_event_fields(op: &str, tick: &Tick, now: OffsetDateTime) -> Map<String, Value> {
     let mut o = Map::new();
     o.insert("op".into(), op.into());
     o.insert("ts".into(), crate::clock::format(now).into());
@@ -48,7 +53,7 @@ pub fn tick_event(op: &str, tick: &Tick, now: OffsetDateTime) -> String {
     if let Some(r) = &tick.ratifies {
         o.insert("ratifies".into(), r.as_str().into());
     }
-    proto::json::compact(&Value::Object(o))
+    o
 }
 
 #[cfg(test)]

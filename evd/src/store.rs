@@ -436,6 +436,23 @@ impl Store {
         Ok(crate::view::current(&inputs))
     }
 
+    /// [`Store::current`], as shared handles (no copy of any tick), for callers that go on to
+    /// use the store mutably.
+    pub fn current_shared(&mut self) -> Result<Vec<(String, Arc<Tick>)>, Refusal> {
+        let names: Vec<String> = self
+            .current()?
+            .into_iter()
+            .map(|(f, _)| f.to_string())
+            .collect();
+        Ok(names
+            .into_iter()
+            .filter_map(|f| match self.files.get(&f).map(|c| &c.entry) {
+                Some(Entry::Tick(t)) => Some((f, Arc::clone(t))),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// The cached entry for one file name (after a refresh), without the whole-store rule.
     pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
         self.refresh()?;

@@ -205,25 +205,41 @@ fn state_body(
 
 /// A tick-scoped event line with extra fields.
 fn event(op: &str, tick: &Tick, extra: &[(&str, String)]) -> String {
-    let line = crate::events::tick_event(op, tick, crate::clock::now());
-    let mut v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-    if let Value::Object(o) = &mut v {
-        for (k, x) in extra {
-            o.insert((*k).to_string(), x.as_str().into());
-        }
+    let mut o = crate::events::tick_event_fields(op, tick, crate::clock::now());
+    for (k, x) in extra {
+        o.insert((*k).to_string(), x.as_str().into());
     }
-    proto::json::compact(&v)
+    proto::json::compact(&Value::Object(o))
 }
 
 /// Write a tick's state file unless this store already wrote the same verdicts there: a
 /// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
+/// Write a tick's state file unless this store already wrote the same verdicts there: a
+/// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
 /// `create`: make `results/state/` when missing (a real check); a background re-evaluation never
 /// creates directories (it could resurrect a store being removed).
-fn write_state(store: &mut Store, id: &str, mut body: Map<String, Value>, create: bool) {
+fn write_state(
+    store: &mut Store,
+    tick: &Tick,
+    graded: &[Graded],
+    policy: &str,
+    sha: Option<&str>,
+    create: bool,
+) {
     use std::hash::{Hash, Hasher};
+    // Everything the file says but the time: the tick (content-addressed), each verdict, the
+    // reference.
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    proto::json::compact(&Value::Object(body.clone())).hash(&mut h);
+    tick.id.hash(&mut h);
+    tick.grounds.len().hash(&mut h);
+    for g in graded {
+        g.label.as_str().hash(&mut h);
+        g.missing.hash(&mut h);
+    }
+    policy.hash(&mut h);
+    sha.hash(&mut h);
     let digest = h.finish();
+    let id = tick.id.as_str();
     if store.state_written.get(id) == Some(&digest) {
         return;
     }
@@ -234,6 +250,7 @@ fn write_state(store: &mut Store, id: &str, mut body: Map<String, Value>, create
         std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir())
     };
     if ready && proto::vocab::is_tick_id(id) {
+        let mut body = state_body(tick, graded, policy, sha);
         body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
         let bytes = proto::json::pretty(&Value::Object(body));
         if fsio::replace_unsynced(&dir.join(format!("{id}.json")), bytes.as_bytes()).is_ok() {
@@ -311,11 +328,10 @@ fn evaluate(
         return Ok((empty_result(req), Vec::new()));
     }
     let config = store.config();
-    let ticks: Vec<(String, Tick)> = store
-        .current()?
+    let ticks: Vec<(String, std::sync::Arc<Tick>)> = store
+        .current_shared()?
         .into_iter()
         .filter(|(_, t)| t.status == "live")
-        .map(|(f, t)| (f.to_string(), t.clone()))
         .collect();
     let mut warnings = Vec::new();
     let policy = config.staleness_ref.clone();
@@ -431,12 +447,7 @@ fn evaluate(
             }
             events.push(event("check", tick, &extra));
         }
-        write_state(
-            store,
-            &tick.id,
-            state_body(tick, &graded, &policy, sha.as_deref()),
-            record,
-        );
+        write_state(store, tick, &graded, &policy, sha.as_deref(), record);
     }
     store.keep_trigger_memo(head, memo);
     let changes = if plain {
