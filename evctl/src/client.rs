@@ -12,8 +12,8 @@ use jsonrpsee::core::client::{Client, ClientBuilder};
 use proto::rpc::{EvApiClient, Hello, HelloRequest, PROTOCOL_VERSION};
 use tokio::net::UnixStream;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long one call may take before evctl gives up on the daemon (`EVCTL_TIMEOUT_MS`).
