@@ -54,14 +54,27 @@ impl Drop for StoreActor {
 }
 
 /// React to what the watcher saw: keep the state files and the verdict snapshot current.
-/// Receipts alone re-evaluate only the ticks bound to those selectors.
+/// Receipts and new or edited tick files re-evaluate only the ticks they concern; git, the
+/// selected-list, the config, a supersession or a rescan re-evaluate everything.
 fn on_changes(store: &mut Store, c: &Changes) {
     if !store.lock_is_valid() {
         return;
     }
-    let only_receipts = !(c.ticks || c.git || c.selected || c.config || c.rescan);
-    let only = only_receipts.then_some(&c.receipts);
-    if let Err(e) = crate::verbs::check::refresh_verdicts(store, only) {
+    // Bring the tick cache up to date and learn which tick files changed.
+    let _ = store.refresh();
+    let touched = store.take_touched();
+    let local = !(c.git || c.selected || c.config || c.rescan);
+    // A new supersession changes other ticks' view: evaluate everything then.
+    let scope = match touched {
+        Some(ticks) if local && !ticks.iter().any(|t| store.supersedes_any(t)) => {
+            Some(crate::verbs::check::Scope {
+                receipt_keys: c.receipts.clone(),
+                ticks,
+            })
+        }
+        _ => None,
+    };
+    if let Err(e) = crate::verbs::check::refresh_verdicts(store, scope.as_ref()) {
         tracing::debug!(error = %e.message, "re-evaluation after a change failed");
     }
 }

@@ -100,6 +100,9 @@ pub struct Store {
     /// The flags of the last `check` (`offline`, `attest`): the state files hold what such a
     /// check reads, so a background re-evaluation uses the same ones.
     pub last_check: (bool, Option<Vec<String>>),
+    /// Tick files read or written since the last [`Store::take_touched`]; `None` after a full
+    /// rescan (everything may have changed).
+    touched: Option<BTreeSet<String>>,
 }
 
 /// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
@@ -131,6 +134,7 @@ impl Store {
             verdicts: None,
             unsent: Vec::new(),
             last_check: (false, None),
+            touched: Some(BTreeSet::new()),
         }
     }
 
@@ -331,6 +335,7 @@ impl Store {
         }
         let mut next = BTreeMap::new();
         self.suspects.clear();
+        self.touched = None;
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
@@ -358,6 +363,9 @@ impl Store {
 
     /// Re-read one entry inotify named (whatever its stamp says: it changed).
     fn reload_one(&mut self, dir: &Path, name: String) {
+        if let Some(t) = &mut self.touched {
+            t.insert(name.clone());
+        }
         match fs::symlink_metadata(dir.join(&name)) {
             Ok(m) if !m.is_dir() => {
                 let fresh = load(&dir.join(&name), &name, &m);
@@ -383,6 +391,9 @@ impl Store {
             if changed {
                 let fresh = load(&path, &name, &m);
                 self.files.insert(name.clone(), fresh);
+                if let Some(t) = &mut self.touched {
+                    t.insert(name.clone());
+                }
             }
             if !self.files.get(&name).is_some_and(is_suspect) {
                 self.suspects.remove(&name);
@@ -541,6 +552,17 @@ impl Store {
     /// Whether a full plain evaluation has set the verdict baseline.
     pub fn has_verdict_baseline(&self) -> bool {
         self.verdicts.is_some()
+    }
+
+    /// The tick files that changed since the last call, or `None` when everything may have
+    /// (a full rescan happened).
+    pub fn take_touched(&mut self) -> Option<BTreeSet<String>> {
+        self.touched.replace(BTreeSet::new())
+    }
+
+    /// Whether the cached tick `name` carries a `supersedes` edge (it changes others' view).
+    pub fn supersedes_any(&self, name: &str) -> bool {
+        matches!(self.files.get(name).map(|c| &c.entry), Some(Entry::Tick(t)) if t.supersedes.is_some())
     }
 
     /// The verdict changes found since the last call, for the subscribers.

@@ -216,8 +216,9 @@ fn event(op: &str, tick: &Tick, extra: &[(&str, String)]) -> String {
 /// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
 /// Write a tick's state file unless this store already wrote the same verdicts there: a
 /// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
-/// `create`: make `results/state/` when missing (a real check); a background re-evaluation never
-/// creates directories (it could resurrect a store being removed).
+/// `create`: a real check makes `results/state/` and new files; a background re-evaluation only
+/// rewrites files that exist (it never resurrects a store being removed, nor writes a file for
+/// a tick no check has seen).
 fn write_state(
     store: &mut Store,
     tick: &Tick,
@@ -244,10 +245,12 @@ fn write_state(
         return;
     }
     let dir = store.results_dir().join("state");
+    // In the background, only keep existing files current: a state file appears when a check
+    // first sees its tick, as upstream's do.
     let ready = if create {
         fsio::ensure_dir(&dir).is_ok()
     } else {
-        std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir())
+        std::fs::symlink_metadata(dir.join(format!("{id}.json"))).is_ok_and(|m| m.is_file())
     };
     if ready && proto::vocab::is_tick_id(id) {
         let mut body = state_body(tick, graded, policy, sha);
@@ -264,13 +267,20 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     evaluate(store, req, true, None).map(|(r, _)| r)
 }
 
+/// What a partial re-evaluation covers: the ticks bound to these receipt keys, and these tick
+/// files themselves.
+#[derive(Debug, Default, Clone)]
+pub struct Scope {
+    pub receipt_keys: std::collections::BTreeSet<String>,
+    pub ticks: std::collections::BTreeSet<String>,
+}
+
 /// Re-evaluate after a change seen by the watcher, as a plain `check` with no flags would (the
 /// view the state files hold), keeping the state files current without recording check events.
-/// `only`: the receipt keys that changed, when nothing else did (only ticks bound to those
-/// selectors are re-evaluated). Returns the verdicts that changed since the last evaluation.
+/// `only`: when only receipts and tick files changed, the ticks to re-evaluate. Returns the verdicts that changed since the last evaluation.
 pub fn refresh_verdicts(
     store: &mut Store,
-    only: Option<&std::collections::BTreeSet<String>>,
+    only: Option<&Scope>,
 ) -> Result<Vec<VerdictChange>, Refusal> {
     store.require()?;
     let root = store.root().to_path_buf();
@@ -317,7 +327,7 @@ fn evaluate(
     store: &mut Store,
     req: &CheckRequest,
     record: bool,
-    only: Option<&std::collections::BTreeSet<String>>,
+    only: Option<&Scope>,
 ) -> Result<(CheckResult, Vec<VerdictChange>), Refusal> {
     let started = Instant::now();
     store.require()?;
@@ -363,7 +373,7 @@ fn evaluate(
         })
     };
     for (file, tick) in &ticks {
-        if only.is_some_and(|keys| !touches(tick, keys)) {
+        if only.is_some_and(|sc| !sc.ticks.contains(file) && !touches(tick, &sc.receipt_keys)) {
             continue;
         }
         let mut graded = Vec::with_capacity(tick.grounds.len());
