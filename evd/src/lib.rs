@@ -20,5 +20,6 @@ pub mod systemd;
 pub mod users;
 pub mod verbs;
 pub mod verdict;
+pub mod verdict_inputs;
 pub mod view;
 pub mod watcher;

@@ -50,18 +50,8 @@ impl Layout {
     /// The layout of the store under `root`, asking git where its directories are.
     pub fn of(root: &Path) -> Layout {
         let ev = root.join(".evolving");
-        let git = |arg: &str| -> Option<PathBuf> {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(root)
-                .args(["rev-parse", arg])
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output()
-                .ok()?;
-            let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            (out.status.success() && !s.is_empty()).then(|| root.join(s))
-        };
+        let git =
+            |arg: &str| crate::verdict_inputs::git(root, &["rev-parse", arg]).map(|s| root.join(s));
         Layout {
             receipts: ev.join("results").join("receipts"),
             ticks: ev.join("ticks"),

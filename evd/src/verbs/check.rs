@@ -5,11 +5,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use proto::json::q;
-use proto::model::Check;
+use proto::model::{is_40_lower_hex, Check};
 use proto::rpc::{
     AppendReceiptsRequest, AppendReceiptsResult, CheckPlan, CheckRequest, CheckResult, CheckRow,
     PlannedRun, Refusal, StalenessRef, Tally, VerdictChange, Warning,
@@ -18,95 +17,17 @@ use proto::Tick;
 use serde_json::{Map, Value};
 
 use crate::fsio;
-use crate::receipts::{self, Receipt, RunResult};
+use crate::receipts::{Receipt, RunResult};
 use crate::store::Store;
-use crate::verdict::{self, Inputs, Label, Selected};
+use crate::verdict::{self, Inputs, Label};
+use crate::verdict_inputs::{cached_origin, git, read_receipts, read_selected, triggered_since};
 
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
 
-fn is_sha(s: &str) -> bool {
-    s.len() == 40
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// `results/selected.json`: `None` when missing or invalid (closed key set, string arrays).
-pub fn read_selected(results: &Path) -> Option<Selected> {
-    let text = fsio::read_text(&results.join("selected.json")).ok()?;
-    parse_selected(&text)
-}
-
-fn parse_selected(text: &str) -> Option<Selected> {
-    let v: Value = serde_json::from_str(text).ok()?;
-    let o = v.as_object()?;
-    if o.keys()
-        .any(|k| !matches!(k.as_str(), "commit" | "changed" | "selected"))
-    {
-        return None;
-    }
-    let list = |k: &str| -> Option<Vec<String>> {
-        match o.get(k) {
-            None => Some(Vec::new()),
-            Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_string)).collect(),
-            Some(_) => None,
-        }
-    };
-    Some(Selected {
-        changed: list("changed")?,
-        selected: list("selected")?,
-    })
-}
-
-/// The receipts of one selector; a missing or poisoned file is none.
-fn read_receipts(results: &Path, selector: &str) -> Vec<Receipt> {
-    let path = results
-        .join("receipts")
-        .join(format!("{}.jsonl", proto::id::receipt_key(selector)));
-    match fsio::read_text_opt(&path) {
-        Ok(Some(text)) => receipts::parse_file(&text).unwrap_or_default(),
-        _ => Vec::new(),
-    }
-}
-
-/// Whether `git rev-list <commit>..HEAD -- <paths>` prints anything (git failure → false).
-fn triggered_since(root: &Path, commit: &str, paths: &[String]) -> bool {
-    if commit.is_empty() || commit.starts_with('-') {
-        return false;
-    }
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .arg("rev-list")
-        .arg(format!("{commit}..HEAD"))
-        .arg("--")
-        .args(paths)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output();
-    match out {
-        Ok(o) => o.status.success() && !o.stdout.is_empty(),
-        Err(_) => false,
-    }
-}
-
 /// The repository's HEAD commit, as evd sees it (`None` outside git).
 fn git_head(root: &Path) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["rev-parse", "--verify", "-q", "HEAD"])
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && is_sha(&s)).then_some(s)
+    git(root, &["rev-parse", "--verify", "-q", "HEAD"]).filter(|s| is_40_lower_hex(s))
 }
 
 /// Resolve the staleness reference (§10.3); caches a resolved live-origin sha.
@@ -121,15 +42,18 @@ fn staleness_reference(
 ) -> Option<String> {
     let results = store.results_dir();
     if req.offline {
-        return fsio::read_text(&results.join("origin-sha"))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        return cached_origin(&results);
     }
     match policy {
         "none" => None,
-        "local-head" => req.context.git.head.clone().filter(|h| is_sha(h)),
-        _ => match req.context.git.upstream.clone().filter(|u| is_sha(u)) {
+        "local-head" => req.context.git.head.clone().filter(|h| is_40_lower_hex(h)),
+        _ => match req
+            .context
+            .git
+            .upstream
+            .clone()
+            .filter(|u| is_40_lower_hex(u))
+        {
             Some(sha) => {
                 if record && fsio::ensure_dir(&results).is_ok() {
                     let _ = fsio::replace_unsynced(&results.join("origin-sha"), sha.as_bytes());
@@ -284,20 +208,7 @@ pub fn refresh_verdicts(
 ) -> Result<Vec<VerdictChange>, Refusal> {
     store.require()?;
     let root = store.root().to_path_buf();
-    let ask = |args: &[&str]| -> Option<String> {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(&root)
-            .args(args)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (out.status.success() && !s.is_empty()).then_some(s)
-    };
+    let ask = |args: &[&str]| git(&root, args);
     let policy = store.config().staleness_ref;
     let mut context = proto::rpc::Context {
         store: root.display().to_string(),
@@ -620,19 +531,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn selected_json_is_a_closed_set_of_string_lists() {
-        let s = parse_selected(r#"{"commit":1,"changed":["a"],"selected":["t"]}"#).expect("ok");
-        assert_eq!(s.changed, vec!["a"]);
-        assert_eq!(s.selected, vec!["t"]);
-        assert_eq!(parse_selected("{}"), Some(Selected::default()));
-        assert_eq!(parse_selected(r#"{"changed":["a"],"x":1}"#), None);
-        assert_eq!(parse_selected(r#"{"changed":"a"}"#), None);
-        assert_eq!(parse_selected(r#"{"selected":[1]}"#), None);
-        assert_eq!(parse_selected("[]"), None);
-        assert_eq!(parse_selected("nope"), None);
-    }
-
-    #[test]
     fn appended_receipts_are_one_parseable_line_each_and_bad_results_are_refused() {
         let d = tempfile::tempdir().expect("tempdir");
         let mut store = Store::new(d.path().to_path_buf());
@@ -654,7 +552,7 @@ mod tests {
         assert!(r.warnings.is_empty());
         let text = std::fs::read_to_string(store.results_dir().join("receipts/b5bea41b6c62.jsonl"))
             .expect("receipts file");
-        let parsed = receipts::parse_file(&text).expect("parses");
+        let parsed = crate::receipts::parse_file(&text).expect("parses");
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[1].result, RunResult::Red);
         let bad = AppendReceiptsRequest {

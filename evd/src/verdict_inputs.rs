@@ -1,0 +1,121 @@
+//! The facts a verdict depends on that live outside the ticks, read from disk and git: a
+//! selector's receipts, the selected-list, the cached origin sha, and whether a triggering change
+//! landed since a run. `check`, `reopen` and the watcher's re-evaluation all read them here; the
+//! engine itself (`verdict.rs`) stays pure.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::fsio;
+use crate::receipts::{self, Receipt};
+use crate::verdict::Selected;
+
+/// The receipts of one selector; a missing, unreadable or poisoned file reads as none.
+pub fn read_receipts(results: &Path, selector: &str) -> Vec<Receipt> {
+    let path = results
+        .join("receipts")
+        .join(format!("{}.jsonl", proto::id::receipt_key(selector)));
+    match fsio::read_text_opt(&path) {
+        Ok(Some(text)) => receipts::parse_file(&text).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// `results/selected.json`: `None` when missing or invalid (closed key set, string arrays).
+pub fn read_selected(results: &Path) -> Option<Selected> {
+    parse_selected(&fsio::read_text(&results.join("selected.json")).ok()?)
+}
+
+/// An object with keys only from {commit, changed, selected}, the two lists arrays of strings.
+/// Anything else is invalid, which reads as absent.
+pub fn parse_selected(text: &str) -> Option<Selected> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    let o = v.as_object()?;
+    if o.keys()
+        .any(|k| !matches!(k.as_str(), "commit" | "changed" | "selected"))
+    {
+        return None;
+    }
+    let list = |k: &str| -> Option<Vec<String>> {
+        match o.get(k) {
+            None => Some(Vec::new()),
+            Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_string)).collect(),
+            Some(_) => None,
+        }
+    };
+    Some(Selected {
+        changed: list("changed")?,
+        selected: list("selected")?,
+    })
+}
+
+/// The cached staleness reference `results/origin-sha`, trimmed; empty reads as absent.
+pub fn cached_origin(results: &Path) -> Option<String> {
+    fsio::read_text(&results.join("origin-sha"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// A repository-only git query in `root` (never the caller's or evd's own git environment): its
+/// trimmed output when git succeeded and printed something.
+pub fn git<S: AsRef<std::ffi::OsStr>>(root: &Path, args: &[S]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+/// Whether `git rev-list <commit>..HEAD -- <paths>` in `root` prints anything. A git failure, an
+/// empty commit or one that would read as a git option is "not triggered".
+pub fn triggered_since(root: &Path, commit: &str, paths: &[String]) -> bool {
+    // A receipt is trusted as written, but never as a git option.
+    if commit.is_empty() || commit.starts_with('-') {
+        return false;
+    }
+    let mut args = vec![
+        "rev-list".to_string(),
+        format!("{commit}..HEAD"),
+        "--".into(),
+    ];
+    args.extend(paths.iter().cloned());
+    git(root, &args).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selected_json_is_closed_and_typed() {
+        let s = parse_selected(r#"{"commit":1,"changed":["a"],"selected":["t"]}"#).expect("ok");
+        assert_eq!(s.changed, vec!["a".to_string()]);
+        assert_eq!(s.selected, vec!["t".to_string()]);
+        assert_eq!(parse_selected("{}"), Some(Selected::default()));
+        assert_eq!(parse_selected(r#"{"changed":["a"],"x":1}"#), None);
+        assert!(parse_selected(r#"{"extra":[]}"#).is_none());
+        assert!(parse_selected(r#"{"changed":"a"}"#).is_none());
+        assert!(parse_selected(r#"{"selected":[1]}"#).is_none());
+        assert!(parse_selected("[]").is_none());
+        assert!(parse_selected("not json").is_none());
+    }
+
+    #[test]
+    fn a_bad_commit_or_no_repository_is_never_triggered() {
+        let nowhere = Path::new("/nonexistent");
+        assert!(!triggered_since(nowhere, "", &[]));
+        assert!(!triggered_since(nowhere, "--output=/nonexistent/x", &[]));
+        assert!(!triggered_since(nowhere, &"f".repeat(40), &["src".into()]));
+    }
+}
