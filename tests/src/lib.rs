@@ -177,6 +177,16 @@ impl World {
         Run::from(out)
     }
 
+    /// Run upstream ev with extra environment variables.
+    pub fn ev_env<S: AsRef<OsStr>>(&self, cwd: &Path, env: &[(&str, &str)], args: &[S]) -> Run {
+        let mut c = self.command(upstream_ev());
+        c.current_dir(cwd).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Run::from(c.output().expect("run ev"))
+    }
+
     /// The pid of this world's running evd, if one answers.
     pub fn daemon_pid(&self) -> Option<u32> {
         let r = self.evctl(self.home.path(), &["status", "--json"]);

@@ -128,19 +128,10 @@ impl Twins {
     }
 
     fn run_both(&self, env: &[(&str, &str)], args: &[&str]) -> (Run, Run) {
-        let a = self.w.evctl_env(self.ours.path(), env, args);
-        let mut c = self.w.command(evd_e2e::upstream_ev());
-        c.current_dir(self.theirs.path()).args(args);
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let o = c.output().expect("run ev");
-        let b = Run {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        };
-        (a, b)
+        (
+            self.w.evctl_env(self.ours.path(), env, args),
+            self.w.ev_env(self.theirs.path(), env, args),
+        )
     }
 
     fn step_env(&self, env: &[(&str, &str)], args: &[&str]) -> Run {

@@ -468,12 +468,8 @@ fn upstream_stores_read_identically() {
     // The rich form's ASCII glyphs, and NO_COLOR beating --color always.
     for env in [("EV_ASCII", "1"), ("NO_COLOR", "")] {
         let a = w.evctl_env(repo.path(), &[env], &["--color", "always", "list"]);
-        let mut c = w.command(evd_e2e::upstream_ev());
-        c.current_dir(repo.path())
-            .env(env.0, env.1)
-            .args(["--color", "always", "list"]);
-        let b = c.output().expect("ev");
-        assert_eq!(a.stdout.as_bytes(), b.stdout.as_slice(), "{env:?}");
+        let b = w.ev_env(repo.path(), &[env], &["--color", "always", "list"]);
+        assert_eq!(a.stdout, b.stdout, "{env:?}");
     }
     assert_eq!(same_verify(&w, repo.path()).code, 0);
 
