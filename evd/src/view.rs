@@ -45,17 +45,19 @@ pub fn current<'a>(ticks: &[(&'a str, &'a Tick, Identity)]) -> Vec<(&'a str, &'a
         .collect()
 }
 
-/// The inputs for [`current`], computing each identity on the spot.
-pub fn with_identities<'a>(ticks: &[(&'a str, &'a Tick)]) -> Vec<(&'a str, &'a Tick, Identity)> {
-    ticks
-        .iter()
-        .map(|(f, t)| (*f, *t, identity_of(t)))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inputs for [`current`], computing each identity on the spot.
+    pub fn with_identities<'a>(
+        ticks: &[(&'a str, &'a Tick)],
+    ) -> Vec<(&'a str, &'a Tick, Identity)> {
+        ticks
+            .iter()
+            .map(|(f, t)| (*f, *t, identity_of(t)))
+            .collect()
+    }
     use proto::Ground;
 
     fn tick(id: &str, decision: &str, held: &str, supersedes: Option<&str>) -> Tick {

@@ -359,16 +359,14 @@ pub fn chain(repo: &Repo) -> Vec<String> {
     out
 }
 
-/// Generate an upstream-compatible store with `../shared/bench/gen_store.py` (or the copy in
-/// `scripts/`), in `dir`.
+/// Generate an upstream-compatible store with `../shared/bench/gen_store.py`, in `dir`.
 pub fn gen_store(dir: &Path, ticks: usize, seed: u64) {
-    let script = [
-        workspace_root().join("scripts/gen_store.py"),
-        workspace_root().join("../shared/bench/gen_store.py"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
-    .expect("gen_store.py (scripts/ or ../shared/bench/)");
+    let script = workspace_root().join("../shared/bench/gen_store.py");
+    assert!(
+        script.is_file(),
+        "{} is missing: the project's shared/ must sit beside the checkout",
+        script.display()
+    );
     let out = Command::new("python3")
         .arg(script)
         .arg(dir)
