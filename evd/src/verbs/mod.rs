@@ -58,7 +58,9 @@ pub enum Lookup {
 
 /// Look a tick up by id (through the cache, which is exact). A non-id never touches the disk.
 pub fn lookup(store: &mut crate::store::Store, id: &str) -> Result<Lookup, proto::rpc::Refusal> {
-    if !proto::vocab::is_tick_id(id) || !store.exists()? {
+    // Like upstream's direct read of `ticks/<id>`: no store, or a store whose ticks/ is gone,
+    // has no such tick (rather than a whole-store error).
+    if !proto::vocab::is_tick_id(id) || !store.exists()? || !store.ticks_dir().is_dir() {
         return Ok(Lookup::Missing);
     }
     use crate::store::Entry;

@@ -12,13 +12,7 @@ use crate::verdict::{self, Inputs};
 use crate::verdict_inputs::{cached_origin, read_receipts, read_selected, triggered_since};
 
 pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
-    // Upstream reads `ticks/<id>` directly: a store whose ticks/ cannot be listed still
-    // answers "no tick" rather than a whole-store error.
-    let found = match lookup(store, id) {
-        Err(e) if e.code == codes::IO && !store.ticks_dir().is_dir() => Lookup::Missing,
-        other => other?,
-    };
-    let tick = match found {
+    let tick = match lookup(store, id)? {
         Lookup::Missing => {
             return Err(Refusal::new(
                 codes::NOT_FOUND,
