@@ -429,29 +429,50 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
         out.json(r);
         return out;
     }
-    if r.rows.is_empty() {
-        out.line("no test-bound grounds to check");
-        return out;
-    }
-    for row in &r.rows {
-        if style.rich {
-            let tail = row.memo_reason.as_deref().unwrap_or(&row.detail);
-            out.line(format!(
-                "{} {}  {}  {}  {}",
-                style.verdict_glyph(&row.class),
-                style.hue(&row.class, &row.label),
-                style.bold(&q(&row.decision)),
-                style.id(&row.tick_id),
-                style.dim(&format!("{} · {tail}", q(&row.claim)))
-            ));
-        } else {
-            out.line(format!(
-                "{}\t{}\t{}\t({})",
-                row.label,
-                row.file,
-                q(&row.claim),
-                row.detail
-            ));
+    let unreadable = |e: serde_json::Error| {
+        let e = Refusal::io(format!("evd sent unreadable rows: {e}"));
+        refusal(&e, json)
+    };
+    if let Some(p) = &r.plain {
+        match p.text() {
+            Ok(text) if text.is_empty() => {
+                out.line("no test-bound grounds to check");
+                return out;
+            }
+            Ok(text) => out.push(Stream::Stdout, &text),
+            Err(e) => return unreadable(e),
+        }
+    } else {
+        let rows: Vec<proto::rpc::RowView<'_>> = match &r.table {
+            Some(t) => match t.rows() {
+                Ok(rows) => rows,
+                Err(e) => return unreadable(e),
+            },
+            None => r.rows.iter().map(proto::rpc::CheckRow::view).collect(),
+        };
+        if rows.is_empty() {
+            out.line("no test-bound grounds to check");
+            return out;
+        }
+        for row in &rows {
+            if style.rich {
+                let tail = row.memo_reason().unwrap_or(row.detail());
+                out.line(format!(
+                    "{} {}  {}  {}  {}",
+                    style.verdict_glyph(row.class()),
+                    style.hue(row.class(), row.label()),
+                    style.bold(&q(row.decision())),
+                    style.id(row.tick_id()),
+                    style.dim(&format!("{} · {tail}", q(row.claim())))
+                ));
+            } else {
+                out.line(proto::rpc::plain_row(
+                    row.label(),
+                    row.file(),
+                    row.claim(),
+                    row.detail(),
+                ));
+            }
         }
     }
     let harvested = (r.harvested_unproven > 0).then(|| {

@@ -583,6 +583,7 @@ async fn run_tests(
 }
 
 pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
+    let style = Style::detect(g.color.as_deref(), g.plain);
     let root = s.root(true);
     let policy = evd::config::Config::parse(
         std::fs::read_to_string(root.join(".evolving").join("config"))
@@ -612,6 +613,14 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
         offline: a.offline,
         attest: (!attest.is_empty()).then_some(attest),
         ran: a.run,
+        // --json shows the row objects; the rich form needs a little more than the plain lines.
+        form: if s.json {
+            proto::rpc::RowForm::Objects
+        } else if style.rich {
+            proto::rpc::RowForm::Table
+        } else {
+            proto::rpc::RowForm::Plain
+        },
     };
     // check writes only per-host caches (state files, events): in-process it needs no ledger
     // lock, and it may be answered again if a daemon's answer was lost.
@@ -620,7 +629,7 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
             local_read(&ctx, |st| verbs::check(st, &req))
         })
         .await;
-    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    let json = s.json;
     s.finish(r, |v| render::check(v, style, json, a.exit_on_red))
 }
 

@@ -7,10 +7,14 @@ use proto::Tick;
 
 /// The age bucket of `held_since` at `now`; `None` when it does not parse.
 pub fn age_bucket(held_since: &str, now: OffsetDateTime) -> Option<&'static str> {
-    let then = crate::clock::parse(held_since)?;
+    crate::clock::parse(held_since).map(|then| age_bucket_since(then, now))
+}
+
+/// The age bucket of something that began at `then`.
+pub fn age_bucket_since(then: OffsetDateTime, now: OffsetDateTime) -> &'static str {
     let secs = (now - then).whole_seconds();
     let days = secs.div_euclid(86_400);
-    Some(if secs < 300 {
+    if secs < 300 {
         "fresh"
     } else if secs < 3_600 {
         "minutes"
@@ -24,7 +28,7 @@ pub fn age_bucket(held_since: &str, now: OffsetDateTime) -> Option<&'static str>
         "months"
     } else {
         "year+"
-    })
+    }
 }
 
 /// A tick-scoped event line: `op`, `ts`, `tick_id`, and each optional field when it applies.

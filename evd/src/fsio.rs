@@ -59,6 +59,9 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// How every temp file evd makes is named at first.
+pub const TEMP_PREFIX: &str = ".evd-tmp-";
+
 /// A fresh temp-file name (unique within this process and time).
 pub fn temp_name() -> String {
     let nanos = std::time::SystemTime::now()
@@ -66,7 +69,7 @@ pub fn temp_name() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     format!(
-        ".evd-tmp-{}-{}-{}",
+        "{TEMP_PREFIX}{}-{}-{}",
         std::process::id(),
         TMP_SEQ.fetch_add(1, Ordering::Relaxed),
         nanos

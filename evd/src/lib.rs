@@ -3,6 +3,7 @@
 //! fallback calls the same [`verbs`] the daemon serves.
 
 pub mod audit;
+pub mod check_memo;
 pub mod clock;
 pub mod config;
 pub mod dirwatch;
@@ -12,6 +13,7 @@ pub mod intake;
 pub mod lint;
 pub mod lock;
 pub mod paths;
+pub mod receipt_cache;
 pub mod receipts;
 pub mod registry;
 pub mod server;

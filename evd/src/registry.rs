@@ -111,7 +111,13 @@ impl StoreActor {
                         let _ = push.send(WatchEvent::Changed(change));
                     }
                     // Once this daemon owns the store, watch it.
-                    if watching.is_none() && !watch_failed && store.is_locked() {
+                    // (Not while `results/` is missing: the watch needs it, and evd never
+                    // recreates a store someone is removing.)
+                    if watching.is_none()
+                        && !watch_failed
+                        && store.is_locked()
+                        && store.results_dir().is_dir()
+                    {
                         let tx = to_self.clone();
                         let (ctx, crx) = mpsc::channel::<Changes>();
                         match watcher::watch(watcher::Layout::of(&thread_root), ctx) {

@@ -103,6 +103,16 @@ pub struct Store {
     /// Tick files read or written since the last [`Store::take_touched`]; `None` after a full
     /// rescan (everything may have changed).
     touched: Option<BTreeSet<String>>,
+    /// Moves whenever the tick cache took in a change.
+    ticks_generation: u64,
+    /// Parsed receipt files, current as of the last sync.
+    pub receipts: crate::receipt_cache::ReceiptCache,
+    /// Who else touched `results/state/`.
+    pub state_watch: crate::check_memo::StateWatch,
+    /// The last evaluations of `check`, with what each was computed from.
+    pub memos: crate::check_memo::Memos,
+    /// Verdict changes the last evaluation found, for its caller to take.
+    pub pending_changes: Vec<proto::rpc::VerdictChange>,
 }
 
 /// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
@@ -119,6 +129,7 @@ impl Store {
     /// read or locked yet.
     pub fn new(root: PathBuf) -> Store {
         let ev = root.join(".evolving");
+        let results = ev.join("results");
         Store {
             root,
             ev,
@@ -135,6 +146,11 @@ impl Store {
             unsent: Vec::new(),
             last_check: (false, None),
             touched: Some(BTreeSet::new()),
+            ticks_generation: 0,
+            receipts: crate::receipt_cache::ReceiptCache::new(&results),
+            state_watch: crate::check_memo::StateWatch::new(&results),
+            memos: crate::check_memo::Memos::default(),
+            pending_changes: Vec::new(),
         }
     }
 
@@ -315,6 +331,7 @@ impl Store {
             match self.watch.as_mut().map(DirWatch::drain) {
                 Some(Changes::Quiet) => return Ok(()),
                 Some(Changes::Names(names)) => {
+                    self.ticks_generation += 1;
                     for name in names {
                         self.reload_one(&dir, name);
                     }
@@ -336,6 +353,7 @@ impl Store {
         let mut next = BTreeMap::new();
         self.suspects.clear();
         self.touched = None;
+        self.ticks_generation += 1;
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
@@ -389,6 +407,7 @@ impl Store {
                 .get(&name)
                 .is_none_or(|c| c.stamp.is_none() || c.stamp != stamp_of_regular(&m));
             if changed {
+                self.ticks_generation += 1;
                 let fresh = load(&path, &name, &m);
                 self.files.insert(name.clone(), fresh);
                 if let Some(t) = &mut self.touched {
@@ -462,6 +481,11 @@ impl Store {
                 _ => None,
             })
             .collect())
+    }
+
+    /// A number that moves whenever the tick cache took in a change (call after a refresh).
+    pub fn ticks_generation(&self) -> u64 {
+        self.ticks_generation
     }
 
     /// The cached entry for one file name (after a refresh), without the whole-store rule.
@@ -849,11 +873,16 @@ impl Store {
 
     /// Append one line to `results/events.jsonl`. Best-effort: failures are ignored.
     pub fn append_event(&self, line: &str) {
+        let mut l = line.to_string();
+        l.push('\n');
+        self.append_events(&l);
+    }
+
+    /// Append newline-terminated lines to `results/events.jsonl` in one write. Best-effort.
+    pub fn append_events(&self, lines: &str) {
         let results = self.results_dir();
-        if fsio::ensure_dir(&results).is_ok() {
-            let mut l = line.to_string();
-            l.push('\n');
-            let _ = fsio::append(&results.join("events.jsonl"), l.as_bytes());
+        if !lines.is_empty() && fsio::ensure_dir(&results).is_ok() {
+            let _ = fsio::append(&results.join("events.jsonl"), lines.as_bytes());
         }
     }
 }

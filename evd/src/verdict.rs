@@ -118,6 +118,9 @@ pub struct Verdict {
     pub label: Label,
     /// The not-run platforms, in liveness order (only for not-run).
     pub missing: Vec<String>,
+    /// The first instant at which the clock alone would change this verdict (a deciding receipt
+    /// leaving the staleness window); `None` when time cannot change it.
+    pub expires: Option<OffsetDateTime>,
 }
 
 /// The receipt with the greatest `ran_at` (plain string order; on a tie the later line wins).
@@ -141,6 +144,7 @@ pub fn evaluate(
     let verdict = |label| Verdict {
         label,
         missing: Vec::new(),
+        expires: None,
     };
     let Some(Check::Test {
         reference,
@@ -184,18 +188,32 @@ pub fn evaluate(
         return Verdict {
             label: Label::NotRun,
             missing,
+            expires: None,
         };
     }
     if triggered {
         return verdict(Label::Stale(StaleKind::CountWindow));
     }
     let window = i64::try_from(i.staleness_days.saturating_mul(86_400)).unwrap_or(i64::MAX);
-    let too_old = deciding.iter().any(|r| {
-        crate::clock::parse(&r.ran_at).is_some_and(|t| (i.now - t).whole_seconds() > window)
-    });
-    if too_old {
-        return verdict(Label::Stale(StaleKind::Age));
+    let mut expires: Option<OffsetDateTime> = None;
+    for r in &deciding {
+        let Some(t) = crate::clock::parse(&r.ran_at) else {
+            continue;
+        };
+        if (i.now - t).whole_seconds() > window {
+            return verdict(Label::Stale(StaleKind::Age));
+        }
+        // Whole seconds past the window: stale from `t + window + 1 s` on.
+        let at = t.checked_add(time::Duration::seconds(window.saturating_add(1)));
+        if let Some(at) = at {
+            expires = Some(expires.map_or(at, |e| e.min(at)));
+        }
     }
+    let verdict = |label| Verdict {
+        label,
+        missing: Vec::new(),
+        expires,
+    };
     if deciding.iter().any(|r| r.falsifiable == Some(false)) {
         return verdict(Label::Unproven);
     }
@@ -328,6 +346,35 @@ mod tests {
 
     const NOW: &str = "2026-11-21T00:00:00Z";
     const RECENT: &str = "2026-11-20T00:00:00Z";
+
+    #[test]
+    fn a_verdict_says_when_the_clock_alone_would_change_it() {
+        let c = check(&["linux-ci", "mac"]);
+        let older = receipt(
+            "linux-ci",
+            "2026-11-19T00:00:00Z",
+            RunResult::Green,
+            Some(true),
+        );
+        let newer = receipt("mac", RECENT, RunResult::Red, Some(true));
+        let both = [older.clone(), newer];
+        let v = evaluate(Some(&c), &both, false, &inputs(NOW));
+        assert_eq!(v.label, Label::Red);
+        // The older deciding receipt leaves the 7-day window first, a second past the window.
+        let at = crate::clock::parse("2026-11-26T00:00:01Z").expect("time");
+        assert_eq!(v.expires, Some(at));
+        let just_before = at - time::Duration::nanoseconds(1);
+        let mut i = inputs(NOW);
+        i.now = just_before;
+        assert_eq!(evaluate(Some(&c), &both, false, &i).label, Label::Red);
+        i.now = at;
+        let v = evaluate(Some(&c), &both, false, &i);
+        assert_eq!(v.label, Label::Stale(StaleKind::Age));
+        assert_eq!(v.expires, None, "stale by age stays stale");
+        // Verdicts the clock cannot change carry no expiry.
+        let v = evaluate(Some(&c), std::slice::from_ref(&older), false, &inputs(NOW));
+        assert_eq!((v.label, v.expires), (Label::NotRun, None));
+    }
 
     #[test]
     fn the_precedence_of_the_spec_holds() {

@@ -103,9 +103,10 @@ pub struct StoreWatcher {
 }
 
 /// Watch the store under `root`, sending each non-empty batch of changes to `tx`.
-/// `results/receipts/` is created if missing (writers create it on demand anyway).
+/// `results/receipts/` is created if missing (writers create it on demand anyway), but never
+/// `results/` or `.evolving` themselves: a store being removed stays removed.
 pub fn watch(layout: Layout, tx: mpsc::Sender<Changes>) -> notify::Result<StoreWatcher> {
-    let _ = std::fs::create_dir_all(&layout.receipts);
+    let _ = std::fs::create_dir(&layout.receipts);
     let classify = layout.clone();
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |res: DebounceEventResult| {
         let mut c = Changes::default();

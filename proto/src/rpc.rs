@@ -810,6 +810,23 @@ pub struct CheckRequest {
     /// Whether the caller ran the tests first (`--run`); only echoed and used for the note.
     #[serde(default)]
     pub ran: bool,
+    /// How the rows come back: objects (the default, what `--json` shows), a compact
+    /// [`RowTable`], or the finished plain lines.
+    #[serde(default)]
+    pub form: RowForm,
+}
+
+/// The shape of `ev.check`'s rows in the answer.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RowForm {
+    /// [`CheckResult::rows`]: one object per row.
+    #[default]
+    Objects,
+    /// [`CheckResult::table`]: what a renderer needs, about half the bytes.
+    Table,
+    /// [`CheckResult::plain`]: the rows exactly as the plain (unstyled) listing prints them.
+    Plain,
 }
 
 /// One printed row: a test ground of a current live tick.
@@ -849,9 +866,204 @@ pub struct Tally {
     pub non_gating: usize,
 }
 
+/// The rows of a check as a compact JSON table: one array per row,
+/// `[label, class, file, tick_id, decision, claim, detail, memo_reason|null]`. evd keeps it
+/// serialized and sends it as is; a client reads it back borrowing from the response.
+#[derive(Debug, Clone)]
+pub struct RowTable(Box<serde_json::value::RawValue>);
+
+impl PartialEq for RowTable {
+    fn eq(&self, other: &RowTable) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+impl Eq for RowTable {}
+
+impl Serialize for RowTable {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RowTable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RowTable, D::Error> {
+        Box::<serde_json::value::RawValue>::deserialize(d).map(RowTable)
+    }
+}
+
+/// What rendering one check row needs, borrowed where the source allows.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RowView<'a>(
+    #[serde(borrow)] pub Text<'a>,
+    #[serde(borrow)] pub Text<'a>,
+    #[serde(borrow)] pub Text<'a>,
+    #[serde(borrow)] pub Text<'a>,
+    #[serde(borrow)] pub Text<'a>,
+    #[serde(borrow)] pub Text<'a>,
+    #[serde(borrow)] pub Text<'a>,
+    #[serde(borrow)] pub Option<Text<'a>>,
+);
+
+impl RowView<'_> {
+    pub fn label(&self) -> &str {
+        &self.0 .0
+    }
+    pub fn class(&self) -> &str {
+        &self.1 .0
+    }
+    pub fn file(&self) -> &str {
+        &self.2 .0
+    }
+    pub fn tick_id(&self) -> &str {
+        &self.3 .0
+    }
+    pub fn decision(&self) -> &str {
+        &self.4 .0
+    }
+    pub fn claim(&self) -> &str {
+        &self.5 .0
+    }
+    pub fn detail(&self) -> &str {
+        &self.6 .0
+    }
+    pub fn memo_reason(&self) -> Option<&str> {
+        self.7.as_ref().map(|t| t.0.as_ref())
+    }
+}
+
+/// A string that borrows from the JSON it was read from unless it had escapes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text<'a>(pub std::borrow::Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Text<'a>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl CheckRow {
+    /// This row as a renderer reads it.
+    pub fn view(&self) -> RowView<'_> {
+        let t = |s: &str| Text(std::borrow::Cow::Owned(s.to_string()));
+        RowView(
+            t(&self.label),
+            t(&self.class),
+            t(&self.file),
+            t(&self.tick_id),
+            t(&self.decision),
+            t(&self.claim),
+            t(&self.detail),
+            self.memo_reason.as_deref().map(t),
+        )
+    }
+}
+
+impl RowTable {
+    /// The table of these rows.
+    pub fn encode(rows: &[CheckRow]) -> Result<RowTable, serde_json::Error> {
+        let cells: Vec<[Option<&str>; 8]> = rows
+            .iter()
+            .map(|r| {
+                [
+                    Some(r.label.as_str()),
+                    Some(r.class.as_str()),
+                    Some(r.file.as_str()),
+                    Some(r.tick_id.as_str()),
+                    Some(r.decision.as_str()),
+                    Some(r.claim.as_str()),
+                    Some(r.detail.as_str()),
+                    r.memo_reason.as_deref(),
+                ]
+            })
+            .collect();
+        serde_json::value::RawValue::from_string(serde_json::to_string(&cells)?).map(RowTable)
+    }
+
+    /// The rows, borrowing from the table.
+    pub fn rows(&self) -> Result<Vec<RowView<'_>>, serde_json::Error> {
+        serde_json::from_str(self.0.get())
+    }
+
+    /// The serialized size, in bytes.
+    pub fn len(&self) -> usize {
+        self.0.get().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.get() == "[]"
+    }
+}
+
+/// One row of the plain listing: `<label>\t<file>\tQ(claim)\t(<detail>)`.
+pub fn plain_row(label: &str, file: &str, claim: &str, detail: &str) -> String {
+    format!("{label}\t{file}\t{}\t({detail})", crate::json::q(claim))
+}
+
+/// The plain listing's rows, newline-terminated, kept as a serialized JSON string.
+#[derive(Debug, Clone)]
+pub struct PlainRows(Box<serde_json::value::RawValue>);
+
+impl PartialEq for PlainRows {
+    fn eq(&self, other: &PlainRows) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+impl Eq for PlainRows {}
+
+impl Serialize for PlainRows {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for PlainRows {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PlainRows, D::Error> {
+        Box::<serde_json::value::RawValue>::deserialize(d).map(PlainRows)
+    }
+}
+
+impl PlainRows {
+    pub fn encode(rows: &[CheckRow]) -> Result<PlainRows, serde_json::Error> {
+        let mut text = String::with_capacity(rows.len() * 112);
+        for r in rows {
+            text.push_str(&plain_row(&r.label, &r.file, &r.claim, &r.detail));
+            text.push('\n');
+        }
+        serde_json::value::to_raw_value(&text).map(PlainRows)
+    }
+
+    /// The lines, each ending in a newline.
+    pub fn text(&self) -> Result<String, serde_json::Error> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CheckResult {
+    /// The rows as objects (empty when the request asked for a [`RowTable`]).
     pub rows: Vec<CheckRow>,
+    /// The rows as a compact table, when the request asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<RowTable>,
+    /// The rows as plain lines, when the request asked for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain: Option<PlainRows>,
     pub total_test_bindings: usize,
     pub harvested_unproven: usize,
     pub ran: bool,

@@ -67,9 +67,12 @@ fn state_verdict(repo: &Repo, id: &str) -> Option<String> {
 }
 
 fn append_receipt(repo: &Repo, commit: &str) {
+    append_receipt_at(repo, commit, &now_rfc3339());
+}
+
+fn append_receipt_at(repo: &Repo, commit: &str, ran_at: &str) {
     let line = format!(
-        "{{\"commit\":\"{commit}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{}\",\"result\":\"green\",\"test\":\"true\"}}\n",
-        now_rfc3339()
+        "{{\"commit\":\"{commit}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{ran_at}\",\"result\":\"green\",\"test\":\"true\"}}\n"
     );
     let dir = repo.ev_dir().join("results/receipts");
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -83,11 +86,57 @@ fn append_receipt(repo: &Repo, commit: &str) {
 }
 
 fn now_rfc3339() -> String {
+    rfc3339_in(0)
+}
+
+/// The time `secs` seconds from now, to the second.
+fn rfc3339_in(secs: i64) -> String {
     let out = std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .args([
+            "-u",
+            "-d",
+            &format!("{secs} seconds"),
+            "+%Y-%m-%dT%H:%M:%SZ",
+        ])
         .output()
         .expect("date");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `evctl check` against the warm daemon, asserted equal to a cold in-process evaluation of a
+/// copy of the repository made at the same moment (a copy, so that the cold check's own state
+/// files do not disturb the daemon's memory); returns the rows.
+fn hot_equals_cold(w: &World, repo: &Repo) -> String {
+    let hot = w.evctl(repo.path(), &["check"]).ok().stdout;
+    let copy = tempfile::tempdir().expect("tempdir");
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(repo.path())
+        .arg(copy.path().join("repo"))
+        .status()
+        .expect("cp")
+        .success();
+    assert!(ok, "copying the repository");
+    let cold = w
+        .evctl_env(
+            &copy.path().join("repo"),
+            &[("EVD_NO_DAEMON", "1")],
+            &["check"],
+        )
+        .ok()
+        .stdout;
+    assert_eq!(
+        hot, cold,
+        "the daemon's answer differs from a cold evaluation"
+    );
+    hot
+}
+
+fn set_config(repo: &Repo, from: &str, to: &str) {
+    let config = repo.ev_dir().join("config");
+    let text = std::fs::read_to_string(&config).expect("config");
+    assert!(text.contains(from), "{text}");
+    std::fs::write(&config, text.replace(from, to)).expect("config");
 }
 
 struct Watch {
@@ -184,6 +233,90 @@ fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_
     w.stop_daemon();
     let after = w.evctl(repo.path(), &["check"]).ok().stdout;
     assert_eq!(before, after);
+}
+
+/// The daemon answers a repeated check from memory; every change that finished before a
+/// request is in its answer, with no waiting: receipts, the selected-list, a commit touching a
+/// trigger, a new decision, a removed state file, the config and the clock.
+#[test]
+fn a_repeated_check_is_never_behind_any_change() {
+    let w = World::new();
+    let (repo, id) = setup(&w);
+    let rows = |w: &World| hot_equals_cold(w, &repo);
+    assert!(rows(&w).starts_with("not-run\t"));
+    assert!(rows(&w).starts_with("not-run\t"));
+
+    append_receipt(&repo, &repo.head());
+    assert!(rows(&w).starts_with("green\t"));
+
+    let selected = repo.ev_dir().join("results/selected.json");
+    std::fs::write(&selected, r#"{"changed":["deps.txt"],"selected":[]}"#).expect("write");
+    assert!(rows(&w).starts_with("silently-unbound\t"));
+    std::fs::remove_file(&selected).expect("rm");
+    assert!(rows(&w).starts_with("green\t"));
+
+    // A state file removed by hand is back after the next check.
+    let state = repo.ev_dir().join(format!("results/state/{id}.json"));
+    std::fs::remove_file(&state).expect("rm");
+    w.evctl(repo.path(), &["check"]).ok();
+    assert_eq!(state_verdict(&repo, &id).as_deref(), Some("green"));
+
+    // A new decision is a new row at once.
+    w.evctl(
+        repo.path(),
+        &[
+            "decide",
+            "use Postgres",
+            "--assume",
+            "pg is fine",
+            "--blame",
+            "b",
+        ],
+    )
+    .ok();
+    w.evctl(
+        repo.path(),
+        &[
+            "decide",
+            "cache in-process",
+            "--assume",
+            "it fits",
+            "--assume-test",
+            "true",
+            "--counter-test",
+            "false",
+            "--on-platform",
+            "mac",
+            "--triggered-by",
+            "x",
+            "--surface",
+            "s",
+            "--blame",
+            "b",
+        ],
+    )
+    .ok();
+    let now = rows(&w);
+    assert_eq!(now.lines().filter(|l| l.contains('\t')).count(), 2, "{now}");
+
+    // A commit touching the trigger makes the run stale, with no wait for the watcher.
+    std::fs::write(repo.path().join("deps.txt"), "redis\n").expect("write");
+    git(&repo, &["add", "deps.txt"]);
+    git(&repo, &["commit", "-q", "-m", "touch the trigger"]);
+    assert!(rows(&w).contains("stale\t"));
+
+    // A fresh run at the new HEAD, then the clock: with a zero-day window, a receipt dated two
+    // seconds ahead is green until a second after that, then stale by age.
+    set_config(&repo, "staleness_days = 7", "staleness_days = 0");
+    append_receipt_at(&repo, &repo.head(), &rfc3339_in(2));
+    let before = rows(&w);
+    assert!(before.contains("green\t"), "{before}");
+    std::thread::sleep(Duration::from_secs(4));
+    let after = rows(&w);
+    assert!(
+        after.contains("(deciding receipt older than the staleness window)"),
+        "{after}"
+    );
 }
 
 #[test]

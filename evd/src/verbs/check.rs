@@ -3,8 +3,8 @@
 //! executes a selector: `check --run` runs them in the caller and hands the receipts to
 //! [`append_receipts`], after asking [`plan`] what to run.
 
-use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use proto::json::q;
@@ -16,11 +16,12 @@ use proto::rpc::{
 use proto::Tick;
 use serde_json::{Map, Value};
 
+use crate::check_memo::{Basis, Evaluation, EventLine};
 use crate::fsio;
 use crate::receipts::{Receipt, RunResult};
 use crate::store::Store;
 use crate::verdict::{self, Inputs, Label};
-use crate::verdict_inputs::{cached_origin, git, read_receipts, read_selected, triggered_since};
+use crate::verdict_inputs::{cached_origin, git, read_selected, triggered_since};
 
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
@@ -55,7 +56,9 @@ fn staleness_reference(
             .filter(|u| is_40_lower_hex(u))
         {
             Some(sha) => {
-                if record && fsio::ensure_dir(&results).is_ok() {
+                // Rewritten only when it moves: the cache is read far more often than it changes.
+                let moved = cached_origin(&results).as_deref() != Some(sha.as_str());
+                if record && moved && fsio::ensure_dir(&results).is_ok() {
                     let _ = fsio::replace_unsynced(&results.join("origin-sha"), sha.as_bytes());
                 }
                 Some(sha)
@@ -77,7 +80,6 @@ struct Graded {
     missing: Vec<String>,
 }
 
-/// The state file's bytes for one tick.
 /// The state file of one tick, without its `computed_at` (added when written).
 fn state_body(
     tick: &Tick,
@@ -127,22 +129,11 @@ fn state_body(
     o
 }
 
-/// A tick-scoped event line with extra fields.
-fn event(op: &str, tick: &Tick, extra: &[(&str, String)]) -> String {
-    let mut o = crate::events::tick_event_fields(op, tick, crate::clock::now());
-    for (k, x) in extra {
-        o.insert((*k).to_string(), x.as_str().into());
-    }
-    proto::json::compact(&Value::Object(o))
-}
-
-/// Write a tick's state file unless this store already wrote the same verdicts there: a
-/// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
 /// Write a tick's state file unless this store already wrote the same verdicts there: a
 /// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
 /// `create`: a real check makes `results/state/` and new files; a background re-evaluation only
 /// rewrites files that exist (it never resurrects a store being removed, nor writes a file for
-/// a tick no check has seen).
+/// a tick no check has seen). Returns whether the file now holds these verdicts.
 fn write_state(
     store: &mut Store,
     tick: &Tick,
@@ -150,7 +141,7 @@ fn write_state(
     policy: &str,
     sha: Option<&str>,
     create: bool,
-) {
+) -> bool {
     use std::hash::{Hash, Hasher};
     // Everything the file says but the time: the tick (content-addressed), each verdict, the
     // reference.
@@ -166,29 +157,134 @@ fn write_state(
     let digest = h.finish();
     let id = tick.id.as_str();
     if store.state_written.get(id) == Some(&digest) {
-        return;
+        return true;
     }
     let dir = store.results_dir().join("state");
+    let name = format!("{id}.json");
     // In the background, only keep existing files current: a state file appears when a check
     // first sees its tick, as upstream's do.
     let ready = if create {
-        fsio::ensure_dir(&dir).is_ok()
-    } else {
-        std::fs::symlink_metadata(dir.join(format!("{id}.json"))).is_ok_and(|m| m.is_file())
-    };
-    if ready && proto::vocab::is_tick_id(id) {
-        let mut body = state_body(tick, graded, policy, sha);
-        body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
-        let bytes = proto::json::pretty(&Value::Object(body));
-        if fsio::replace_unsynced(&dir.join(format!("{id}.json")), bytes.as_bytes()).is_ok() {
-            store.state_written.insert(id.to_string(), digest);
+        let fresh = !dir.is_dir();
+        let made = fsio::ensure_dir(&dir).is_ok();
+        if made && fresh {
+            store.state_watch.ensure(&mut store.state_written);
         }
+        made
+    } else {
+        std::fs::symlink_metadata(dir.join(&name)).is_ok_and(|m| m.is_file())
+    };
+    if !ready || !proto::vocab::is_tick_id(id) {
+        return false;
+    }
+    let mut body = state_body(tick, graded, policy, sha);
+    body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
+    let bytes = proto::json::pretty(&Value::Object(body));
+    store
+        .state_watch
+        .ours(name.clone(), &mut store.state_written);
+    if fsio::replace_unsynced(&dir.join(&name), bytes.as_bytes()).is_ok() {
+        store.state_written.insert(id.to_string(), digest);
+        true
+    } else {
+        false
     }
 }
 
-/// `check` (§10.1 steps 1, 2, 4–6): evaluate, write state files, record the events, answer the rows.
+/// What the verdicts rest on right now, re-established from the disk and git: everything a
+/// remembered evaluation must match to be reused.
+fn basis(
+    store: &mut Store,
+    offline: bool,
+    attest: Option<Vec<String>>,
+    config: &crate::config::Config,
+    reference: Option<String>,
+) -> Result<Basis, Refusal> {
+    store.refresh()?;
+    store.receipts.sync();
+    if store.results_dir().join("state").is_dir() {
+        store.state_watch.ensure(&mut store.state_written);
+    }
+    let state = store.state_watch.sync(&mut store.state_written);
+    Ok(Basis {
+        offline,
+        attest,
+        policy: config.staleness_ref.clone(),
+        staleness_days: config.staleness_days,
+        reference,
+        selected: read_selected(&store.results_dir()),
+        head: git_head(store.root()),
+        ticks: store.ticks_generation(),
+        receipts: store.receipts.generation(),
+        state,
+    })
+}
+
+/// `check` (§10.1 steps 1, 2, 4–6): evaluate — or reuse the evaluation made on the very same
+/// basis —, keep the state files current, record the events, answer the rows.
 pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
-    evaluate(store, req, true, None).map(|(r, _)| r)
+    let started = Instant::now();
+    store.require()?;
+    let attest = req.attest.clone().filter(|a| !a.is_empty());
+    store.last_check = (req.offline, attest.clone());
+    let config = store.config();
+    let mut warnings = Vec::new();
+    let reference = staleness_reference(store, req, &config.staleness_ref, &mut warnings, true);
+    let basis = basis(store, req.offline, attest, &config, reference)?;
+    let now = crate::clock::now();
+    let eval = match store.memos.get(&basis, now, true) {
+        Some(e) => e,
+        None => {
+            let e = Arc::new(evaluate(store, &basis, now, true, None)?);
+            store.memos.put(basis.clone(), Arc::clone(&e));
+            e
+        }
+    };
+    let mut lines = eval.event_lines(now);
+    let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let mut run = Map::new();
+    run.insert("decisions".into(), eval.decisions.into());
+    run.insert("op".into(), "check-run".into());
+    run.insert("ts".into(), crate::clock::format(now).into());
+    run.insert("wall_ms".into(), wall_ms.into());
+    lines.push_str(&proto::json::compact(&Value::Object(run)));
+    lines.push('\n');
+    store.append_events(&lines);
+    Ok(answer(
+        &eval,
+        req,
+        config.staleness_ref,
+        basis.reference,
+        warnings,
+    ))
+}
+
+/// The answer to one request from an evaluation: rows as objects, or the compact table.
+fn answer(
+    e: &Evaluation,
+    req: &CheckRequest,
+    policy: String,
+    sha: Option<String>,
+    warnings: Vec<Warning>,
+) -> CheckResult {
+    use proto::rpc::RowForm;
+    let table = (req.form == RowForm::Table).then(|| e.table()).flatten();
+    let plain = (req.form == RowForm::Plain).then(|| e.plain()).flatten();
+    CheckResult {
+        rows: if table.is_some() || plain.is_some() {
+            Vec::new()
+        } else {
+            e.rows.clone()
+        },
+        table,
+        plain,
+        total_test_bindings: e.rows.len(),
+        harvested_unproven: e.harvested,
+        ran: req.ran,
+        staleness_ref: StalenessRef { policy, sha },
+        gating: e.gating,
+        tally: e.tally.clone(),
+        warnings,
+    }
 }
 
 /// What a partial re-evaluation covers: the ticks bound to these receipt keys, and these tick
@@ -199,81 +295,75 @@ pub struct Scope {
     pub ticks: std::collections::BTreeSet<String>,
 }
 
-/// Re-evaluate after a change seen by the watcher, as a plain `check` with no flags would (the
-/// view the state files hold), keeping the state files current without recording check events.
-/// `only`: when only receipts and tick files changed, the ticks to re-evaluate. Returns the verdicts that changed since the last evaluation.
+/// Re-evaluate after a change seen by the watcher, as a check with the last check's flags
+/// would (the view the state files hold), keeping the state files current without recording
+/// check events. `only`: when only receipts and tick files changed, the ticks to re-evaluate.
+/// Returns the verdicts that changed since the last evaluation.
 pub fn refresh_verdicts(
     store: &mut Store,
     only: Option<&Scope>,
 ) -> Result<Vec<VerdictChange>, Refusal> {
     store.require()?;
-    let root = store.root().to_path_buf();
-    let ask = |args: &[&str]| git(&root, args);
-    let policy = store.config().staleness_ref;
-    let mut context = proto::rpc::Context {
-        store: root.display().to_string(),
-        cwd: root.display().to_string(),
-        ..Default::default()
-    };
-    match policy.as_str() {
-        "none" => {}
-        "local-head" => context.git.head = ask(&["rev-parse", "HEAD"]),
-        _ => context.git.upstream = ask(&["rev-parse", "@{upstream}"]),
+    if !store.results_dir().join("state").is_dir() {
+        // In the background, never recreate what someone is removing.
+        return Ok(Vec::new());
     }
+    let root = store.root().to_path_buf();
+    let config = store.config();
     let (offline, attest) = store.last_check.clone();
-    let req = CheckRequest {
-        context,
-        offline,
-        attest,
-        ran: false,
+    let reference = if offline {
+        cached_origin(&store.results_dir())
+    } else {
+        match config.staleness_ref.as_str() {
+            "none" => None,
+            "local-head" => git(&root, &["rev-parse", "HEAD"]),
+            _ => git(&root, &["rev-parse", "@{upstream}"]),
+        }
+        .filter(|s| is_40_lower_hex(s))
     };
-    evaluate(store, &req, false, only).map(|(_, changes)| changes)
+    let basis = basis(store, offline, attest, &config, reference)?;
+    let now = crate::clock::now();
+    let e = evaluate(store, &basis, now, false, only)?;
+    let changes = std::mem::take(&mut store.pending_changes);
+    if only.is_none() {
+        store.memos.put(basis, Arc::new(e));
+    }
+    Ok(changes)
 }
 
-/// The evaluation shared by [`check`] and [`refresh_verdicts`]. With `record`, the check
-/// events are appended; `only` limits the work to ticks bound to those receipt keys. A plain
-/// evaluation (no attest, not offline) also updates the store's verdict snapshot and reports
-/// what changed in it.
+/// Evaluate every test binding of the current live view on `basis` at `now`. With `record` (a
+/// real check), state files are created as needed; `only` limits the work to the ticks a
+/// change concerns (such a partial evaluation is not an answer to anything). A plain
+/// evaluation (no attest, not offline) also updates the store's verdict snapshot; the changes
+/// found are left in `store.pending_changes`.
 fn evaluate(
     store: &mut Store,
-    req: &CheckRequest,
+    basis: &Basis,
+    now: time::OffsetDateTime,
     record: bool,
     only: Option<&Scope>,
-) -> Result<(CheckResult, Vec<VerdictChange>), Refusal> {
-    let started = Instant::now();
-    store.require()?;
-    if record {
-        store.last_check = (req.offline, req.attest.clone().filter(|a| !a.is_empty()));
-    } else if !store.results_dir().join("state").is_dir() {
-        // In the background, never recreate what someone is removing.
-        return Ok((empty_result(req), Vec::new()));
-    }
-    let config = store.config();
-    let ticks: Vec<(String, std::sync::Arc<Tick>)> = store
+) -> Result<Evaluation, Refusal> {
+    let ticks: Vec<(String, Arc<Tick>)> = store
         .current_shared()?
         .into_iter()
         .filter(|(_, t)| t.status == "live")
         .collect();
-    let mut warnings = Vec::new();
-    let policy = config.staleness_ref.clone();
-    let sha = staleness_reference(store, req, &policy, &mut warnings, record);
-    let results = store.results_dir();
-    let selected = read_selected(&results);
-    let attest: Option<Vec<String>> = req.attest.clone().filter(|a| !a.is_empty());
+    let policy = basis.policy.as_str();
+    let sha = basis.reference.as_deref();
     let inputs = Inputs {
-        reference_sha: sha.as_deref(),
-        attest: attest.as_deref(),
-        selected: selected.as_ref(),
-        now: crate::clock::now(),
-        staleness_days: config.staleness_days,
+        reference_sha: sha,
+        attest: basis.attest.as_deref(),
+        selected: basis.selected.as_ref(),
+        now,
+        staleness_days: basis.staleness_days,
     };
     let root = store.root().to_path_buf();
-    let head = git_head(&root);
-    let mut memo = store.take_trigger_memo(head.as_deref());
-    let mut cache: HashMap<String, Vec<Receipt>> = HashMap::new();
+    let mut memo = store.take_trigger_memo(basis.head.as_deref());
     let mut rows = Vec::new();
     let mut events = Vec::new();
-    let plain = attest.is_none() && !req.offline;
+    let mut valid_until: Option<time::OffsetDateTime> = None;
+    let mut complete = true;
+    let plain = basis.attest.is_none() && !basis.offline;
     let mut seen_labels: Vec<(String, usize, String, String, &'static str)> = Vec::new();
     let touches = |tick: &Tick, keys: &std::collections::BTreeSet<String>| {
         tick.grounds.iter().any(|g| match &g.check {
@@ -304,25 +394,26 @@ fn evaluate(
                 });
                 continue;
             };
-            let recs = cache
-                .entry(reference.clone())
-                .or_insert_with(|| read_receipts(&results, reference));
+            let recs = store.receipts.get(reference);
             let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
                 let key = (r.commit.clone(), liveness.triggered_by.clone());
                 *memo
                     .entry(key)
                     .or_insert_with(|| triggered_since(&root, &r.commit, &liveness.triggered_by))
             });
-            let v = verdict::evaluate(g.check.as_ref(), recs, triggered, &inputs);
+            let v = verdict::evaluate(g.check.as_ref(), &recs, triggered, &inputs);
+            if let Some(at) = v.expires {
+                valid_until = Some(valid_until.map_or(at, |u| u.min(at)));
+            }
             let (label, memo_reason) = verdict::lock(tick, v.label);
             if memo_reason.is_some() {
                 replaced.push(v.label);
             }
             let harvested = counter_test.is_none();
-            let mut detail = verdict::detail(label, &v.missing, recs);
+            let mut detail = verdict::detail(label, &v.missing, &recs);
             if harvested {
                 detail = format!("harvested — falsifiability not proven; {detail}");
-                events.push(event(
+                events.push(EventLine::new(
                     "harvested",
                     tick,
                     &[("verdict", label.event_label())],
@@ -366,32 +457,17 @@ fn evaluate(
             if let Some((from, _)) = verdict::roll_up(&replaced) {
                 extra.push(("suppressed_from", from));
             }
-            events.push(event("check", tick, &extra));
+            events.push(EventLine::new("check", tick, &extra));
         }
-        write_state(store, tick, &graded, &policy, sha.as_deref(), record);
+        complete &= write_state(store, tick, &graded, policy, sha, record);
     }
-    store.keep_trigger_memo(head, memo);
-    let changes = if plain {
-        let full = only.is_none();
-        store.update_verdicts(seen_labels, full)
-    } else {
-        Vec::new()
-    };
-    if !record {
-        let result = CheckResult {
-            total_test_bindings: rows.len(),
-            harvested_unproven: rows.iter().filter(|r| r.harvested).count(),
-            ran: req.ran,
-            staleness_ref: StalenessRef { policy, sha },
-            gating: rows.iter().any(|r| r.gating),
-            tally: Tally::default(),
-            rows,
-            warnings,
-        };
-        return Ok((result, changes));
-    }
-    for e in &events {
-        store.append_event(e);
+    store.keep_trigger_memo(basis.head.clone(), memo);
+    // Take in this pass's own writes now, so that a change someone makes to one of those files
+    // later is never mistaken for ours.
+    store.state_watch.sync(&mut store.state_written);
+    if plain {
+        let changes = store.update_verdicts(seen_labels, only.is_none());
+        store.pending_changes.extend(changes);
     }
     let mut tally = Tally::default();
     for r in &rows {
@@ -401,42 +477,14 @@ fn evaluate(
             _ => tally.non_gating += 1,
         }
     }
-    let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut run = Map::new();
-    run.insert("decisions".into(), ticks.len().into());
-    run.insert("op".into(), "check-run".into());
-    run.insert("ts".into(), crate::clock::now_rfc3339().into());
-    run.insert("wall_ms".into(), wall_ms.into());
-    store.append_event(&proto::json::compact(&Value::Object(run)));
-    Ok((
-        CheckResult {
-            total_test_bindings: rows.len(),
-            harvested_unproven: rows.iter().filter(|r| r.harvested).count(),
-            ran: req.ran,
-            staleness_ref: StalenessRef { policy, sha },
-            gating: rows.iter().any(|r| r.gating),
-            tally,
-            rows,
-            warnings,
-        },
-        changes,
+    Ok(Evaluation::new(
+        rows,
+        tally,
+        ticks.len(),
+        events,
+        valid_until,
+        complete,
     ))
-}
-
-fn empty_result(req: &CheckRequest) -> CheckResult {
-    CheckResult {
-        rows: Vec::new(),
-        total_test_bindings: 0,
-        harvested_unproven: 0,
-        ran: req.ran,
-        staleness_ref: StalenessRef {
-            policy: String::new(),
-            sha: None,
-        },
-        tally: Tally::default(),
-        gating: false,
-        warnings: Vec::new(),
-    }
 }
 
 /// `ev.check.plan`: every test binding of the current live view, in check order.

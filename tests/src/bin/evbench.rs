@@ -963,6 +963,7 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report) -> Res<()> {
         offline: true,
         attest: None,
         ran: false,
+        form: Default::default(),
     };
     let cold = report.add(
         "check",

@@ -1,0 +1,398 @@
+//! What makes a repeated `check` cheap: the last evaluations, each with the exact basis it was
+//! computed from, reused only while that basis provably holds.
+//!
+//! A check's verdicts are a function of the current view (the tick cache's generation), the
+//! receipts (the receipt cache's generation), the selected-list, the staleness reference and
+//! policy, the attest set, HEAD (trigger liveness) and the clock (age-staleness). Every one of
+//! those is re-established synchronously at the start of each request — inotify drains, a read
+//! of `selected.json`, git facts — so a memo is never behind a change that finished before the
+//! request arrived. The clock is handled by an expiry: the earliest instant any receipt could
+//! cross the staleness window. Event lines are kept as templates and stamped with the time of
+//! each check; state files are only rewritten when their verdicts change, and a state file
+//! changed by anyone else is noticed (inotify on `results/state/`) and rewritten.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use proto::rpc::{CheckRow, PlainRows, RowTable, Tally};
+use proto::Tick;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::dirwatch::{Changes, DirWatch};
+use crate::verdict::Selected;
+
+/// Everything an evaluation's verdicts depend on, apart from the clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Basis {
+    pub offline: bool,
+    pub attest: Option<Vec<String>>,
+    pub policy: String,
+    pub staleness_days: u64,
+    /// The staleness reference sha, as resolved for this request.
+    pub reference: Option<String>,
+    pub selected: Option<Selected>,
+    /// The repository's HEAD (trigger liveness is answered against it).
+    pub head: Option<String>,
+    pub ticks: u64,
+    pub receipts: u64,
+    pub state: u64,
+}
+
+/// One full evaluation of a store, ready to answer again.
+#[derive(Debug)]
+pub struct Evaluation {
+    pub rows: Vec<CheckRow>,
+    pub tally: Tally,
+    pub gating: bool,
+    pub harvested: usize,
+    /// Current live ticks (the `check-run` event's `decisions`).
+    pub decisions: usize,
+    /// The `harvested` and `check` events, in order, waiting for a time stamp.
+    pub events: Vec<EventLine>,
+    /// The first instant at which the clock alone could change a verdict.
+    pub valid_until: Option<OffsetDateTime>,
+    /// Every current tick's state file was written (a background pass only rewrites existing
+    /// ones, so a check cannot reuse its evaluation until the files are all there).
+    pub state_complete: bool,
+    table: OnceLock<Option<RowTable>>,
+    plain: OnceLock<Option<PlainRows>>,
+}
+
+impl Evaluation {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        rows: Vec<CheckRow>,
+        tally: Tally,
+        decisions: usize,
+        events: Vec<EventLine>,
+        valid_until: Option<OffsetDateTime>,
+        state_complete: bool,
+    ) -> Evaluation {
+        Evaluation {
+            gating: rows.iter().any(|r| r.gating),
+            harvested: rows.iter().filter(|r| r.harvested).count(),
+            rows,
+            tally,
+            decisions,
+            events,
+            valid_until,
+            state_complete,
+            table: OnceLock::new(),
+            plain: OnceLock::new(),
+        }
+    }
+
+    /// The rows as a compact table, encoded once per evaluation.
+    pub fn table(&self) -> Option<RowTable> {
+        self.table
+            .get_or_init(|| RowTable::encode(&self.rows).ok())
+            .clone()
+    }
+
+    /// The rows as plain lines, encoded once per evaluation.
+    pub fn plain(&self) -> Option<PlainRows> {
+        self.plain
+            .get_or_init(|| PlainRows::encode(&self.rows).ok())
+            .clone()
+    }
+
+    /// Every event line for a check at `now`, newline-terminated.
+    pub fn event_lines(&self, now: OffsetDateTime) -> String {
+        let ts = crate::clock::format(now);
+        let mut out = String::with_capacity(self.events.len() * 160);
+        for e in &self.events {
+            e.write(&mut out, &ts, now);
+        }
+        out
+    }
+}
+
+/// A tick-scoped event line without its time: the `age` bucket and `ts` are filled in when the
+/// line is written (keys stay sorted: `age` sorts first; only `verdict` sorts after `ts`).
+#[derive(Debug, Clone)]
+pub struct EventLine {
+    held_since: Option<OffsetDateTime>,
+    /// From the first key after `age` up to and including the comma before `"ts"`.
+    head: String,
+    /// After the `ts` value, up to and including the closing brace.
+    tail: String,
+}
+
+const TS_MARK: &str = "\"ts\":\"@ts@\"";
+
+impl EventLine {
+    pub fn new(op: &str, tick: &Tick, extra: &[(&str, String)]) -> EventLine {
+        let mut o = crate::events::tick_event_fields(op, tick, OffsetDateTime::UNIX_EPOCH);
+        o.remove("age");
+        o.insert("ts".into(), "@ts@".into());
+        for (k, x) in extra {
+            o.insert((*k).to_string(), x.as_str().into());
+        }
+        let line = proto::json::compact(&Value::Object(o));
+        // `op` and `tick_id` always precede `ts`, so the mark is never the first key.
+        let at = line.rfind(TS_MARK).unwrap_or(line.len());
+        EventLine {
+            held_since: crate::clock::parse(&tick.held_since),
+            head: line.get(1..at).unwrap_or_default().to_string(),
+            tail: line.get(at + TS_MARK.len()..).unwrap_or("}").to_string(),
+        }
+    }
+
+    fn write(&self, out: &mut String, ts: &str, now: OffsetDateTime) {
+        out.push('{');
+        if let Some(then) = self.held_since {
+            out.push_str("\"age\":\"");
+            out.push_str(crate::events::age_bucket_since(then, now));
+            out.push_str("\",");
+        }
+        out.push_str(&self.head);
+        out.push_str("\"ts\":\"");
+        out.push_str(ts);
+        out.push('"');
+        out.push_str(&self.tail);
+        out.push('\n');
+    }
+}
+
+/// The last few evaluations, most recently used last.
+#[derive(Debug, Default)]
+pub struct Memos {
+    entries: Vec<(Basis, Arc<Evaluation>)>,
+}
+
+/// How many flag sets (attest lists, offline) are remembered at once.
+const KEEP: usize = 4;
+
+impl Memos {
+    /// The evaluation made on exactly this basis, if the clock has not overtaken it. `complete`:
+    /// only one that wrote every state file will do.
+    pub fn get(
+        &mut self,
+        basis: &Basis,
+        now: OffsetDateTime,
+        complete: bool,
+    ) -> Option<Arc<Evaluation>> {
+        let i = self.entries.iter().position(|(b, _)| b == basis)?;
+        let e = &self.entries[i].1;
+        if e.valid_until.is_some_and(|t| now >= t) || (complete && !e.state_complete) {
+            self.entries.remove(i);
+            return None;
+        }
+        let hit = self.entries.remove(i);
+        let e = Arc::clone(&hit.1);
+        self.entries.push(hit);
+        Some(e)
+    }
+
+    pub fn put(&mut self, basis: Basis, e: Arc<Evaluation>) {
+        self.entries
+            .retain(|(b, _)| !(b.offline == basis.offline && b.attest == basis.attest));
+        if self.entries.len() >= KEEP {
+            self.entries.remove(0);
+        }
+        self.entries.push((basis, e));
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+/// inotify on `results/state/`, telling this store's own writes from anyone else's.
+#[derive(Debug)]
+pub struct StateWatch {
+    dir: PathBuf,
+    watch: Option<DirWatch>,
+    /// File names this store wrote since the last sync.
+    ours: HashSet<String>,
+    generation: u64,
+}
+
+impl StateWatch {
+    pub fn new(results: &Path) -> StateWatch {
+        StateWatch {
+            dir: results.join("state"),
+            watch: None,
+            ours: HashSet::new(),
+            generation: 0,
+        }
+    }
+
+    /// Start watching if the directory exists and nothing watches it yet. Whatever was written
+    /// while nobody watched is unknown, so the record of written files is dropped then.
+    pub fn ensure(&mut self, written: &mut HashMap<String, u64>) {
+        if self.watch.is_none() {
+            self.watch = DirWatch::new(&self.dir).ok();
+            if self.watch.is_some() {
+                written.clear();
+                self.generation += 1;
+            }
+        }
+    }
+
+    /// Note a file this store is about to write. The queue is taken in every so often during
+    /// a long pass, so that this store's own writes never overflow it.
+    pub fn ours(&mut self, name: String, written: &mut HashMap<String, u64>) {
+        if self.ours.len() >= ABSORB_EVERY {
+            // Every write named so far has finished (its events are queued): take them in
+            // before naming the next.
+            self.absorb(written);
+        }
+        self.ours.insert(name);
+    }
+
+    /// Take in the changes since the last sync: a state file anyone else wrote, removed or
+    /// replaced is forgotten from `written` (so the next evaluation rewrites it) and moves the
+    /// generation. Without a watch the generation always moves: nothing can be trusted.
+    pub fn sync(&mut self, written: &mut HashMap<String, u64>) -> u64 {
+        self.absorb(written);
+        self.generation
+    }
+
+    fn absorb(&mut self, written: &mut HashMap<String, u64>) {
+        let changes = match self.watch.as_mut() {
+            Some(w) => w.drain(),
+            None => Changes::Rescan,
+        };
+        match changes {
+            Changes::Quiet => {}
+            Changes::Names(names) => {
+                let mut foreign = false;
+                for n in names {
+                    if self.ours.contains(&n) || n.starts_with(crate::fsio::TEMP_PREFIX) {
+                        continue;
+                    }
+                    foreign = true;
+                    if let Some(id) = n.strip_suffix(".json") {
+                        written.remove(id);
+                    }
+                }
+                if foreign {
+                    self.generation += 1;
+                }
+            }
+            Changes::Rescan => {
+                self.watch = None;
+                written.clear();
+                self.generation += 1;
+                self.ensure(written);
+            }
+        }
+        self.ours.clear();
+    }
+}
+
+/// Own writes between two drains of the state directory's queue (each write queues five
+/// events; the kernel's default queue holds 16,384).
+const ABSORB_EVERY: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tick() -> Tick {
+        let text = r#"{"blame":"x","decision":"d","grounds":[],"held_since":"2026-01-01T00:00:00Z","id":"bbbbbbbbbbbb","observe":"","parent_id":"aaaaaaaaaaaa","status":"live"}"#;
+        Tick::parse(text).expect("a valid tick")
+    }
+
+    #[test]
+    fn an_event_template_writes_the_same_line_as_the_event_writer() {
+        let t = tick();
+        let now = crate::clock::parse("2026-03-01T12:00:00.5Z").expect("now");
+        let extra = [
+            ("verdict", "red".to_string()),
+            ("masked_stale", "stale:age".to_string()),
+        ];
+        let mut want = crate::events::tick_event_fields("check", &t, now);
+        for (k, v) in &extra {
+            want.insert((*k).into(), v.as_str().into());
+        }
+        let want = format!("{}\n", proto::json::compact(&Value::Object(want)));
+        let mut got = String::new();
+        EventLine::new("check", &t, &extra).write(&mut got, &crate::clock::format(now), now);
+        assert_eq!(got, want);
+        let mut unparsed = t.clone();
+        unparsed.held_since = "whenever".into();
+        let mut got = String::new();
+        EventLine::new("harvested", &unparsed, &[("verdict", "green".into())]).write(
+            &mut got,
+            &crate::clock::format(now),
+            now,
+        );
+        let mut want = crate::events::tick_event_fields("harvested", &unparsed, now);
+        want.insert("verdict".into(), "green".into());
+        assert_eq!(
+            got,
+            format!("{}\n", proto::json::compact(&Value::Object(want)))
+        );
+    }
+
+    #[test]
+    fn a_memo_answers_only_its_own_basis_and_only_until_it_expires() {
+        let basis = Basis {
+            offline: false,
+            attest: None,
+            policy: "none".into(),
+            staleness_days: 30,
+            reference: None,
+            selected: None,
+            head: None,
+            ticks: 1,
+            receipts: 1,
+            state: 1,
+        };
+        let now = crate::clock::parse("2026-03-01T00:00:00Z").expect("now");
+        let later = now + time::Duration::hours(1);
+        let mut m = Memos::default();
+        let e = Evaluation::new(
+            Vec::new(),
+            Tally::default(),
+            0,
+            Vec::new(),
+            Some(later),
+            true,
+        );
+        m.put(basis.clone(), Arc::new(e));
+        assert!(m.get(&basis, now, true).is_some());
+        let mut moved = basis.clone();
+        moved.receipts = 2;
+        assert!(m.get(&moved, now, true).is_none());
+        assert!(m.get(&basis, later, true).is_none(), "expired");
+        assert!(m.get(&basis, now, true).is_none(), "and forgotten");
+        let partial = Evaluation::new(Vec::new(), Tally::default(), 0, Vec::new(), None, false);
+        m.put(basis.clone(), Arc::new(partial));
+        assert!(m.get(&basis, now, false).is_some());
+        assert!(m.get(&basis, now, true).is_none());
+    }
+
+    #[test]
+    fn only_someone_elses_state_file_changes_move_the_generation() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let state = d.path().join("state");
+        std::fs::create_dir(&state).expect("mkdir");
+        let mut written = HashMap::new();
+        let mut w = StateWatch::new(d.path());
+        w.ensure(&mut written);
+        let g = w.sync(&mut written);
+        written.insert("aaaaaaaaaaaa".to_string(), 1);
+        written.insert("bbbbbbbbbbbb".to_string(), 2);
+        w.ours("aaaaaaaaaaaa.json".into(), &mut written);
+        crate::fsio::replace_unsynced(&state.join("aaaaaaaaaaaa.json"), b"{}").expect("write");
+        assert_eq!(w.sync(&mut written), g, "our own write");
+        std::fs::write(state.join("bbbbbbbbbbbb.json"), "{}").expect("write");
+        assert!(w.sync(&mut written) > g, "someone else's");
+        assert!(!written.contains_key("bbbbbbbbbbbb"));
+        assert!(written.contains_key("aaaaaaaaaaaa"));
+        // A long pass of our own writes never overflows the queue into a rescan.
+        let g = w.sync(&mut written);
+        for i in 0..3 * ABSORB_EVERY {
+            let name = format!("{i:012x}.json");
+            w.ours(name.clone(), &mut written);
+            crate::fsio::replace_unsynced(&state.join(&name), b"{}").expect("write");
+        }
+        assert_eq!(w.sync(&mut written), g);
+        assert!(written.contains_key("aaaaaaaaaaaa"), "no rescan forgot it");
+    }
+}

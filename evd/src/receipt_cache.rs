@@ -1,0 +1,141 @@
+//! Parsed receipt files, kept for as long as inotify says they did not change.
+//!
+//! A check reads one receipts file per bound selector: thousands of small files on a large store.
+//! Like the tick cache, this one drains an inotify queue on `results/receipts/` at the start of
+//! every use: the kernel queues the event inside the write that causes it, so an append that
+//! finished before the request arrived is always seen, whoever made it (CI, a script, upstream
+//! ev). Without a watch (no inotify, or the directory does not exist yet) nothing is kept and
+//! every read goes to the disk.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::dirwatch::{Changes, DirWatch};
+use crate::receipts::Receipt;
+use crate::verdict_inputs::read_receipts;
+
+#[derive(Debug)]
+pub struct ReceiptCache {
+    dir: PathBuf,
+    results: PathBuf,
+    watch: Option<DirWatch>,
+    /// The directory did not exist at the last sync (so there was nothing to watch or read).
+    absent: bool,
+    /// Receipts by file name (`<key>.jsonl`), as parsed when last read.
+    files: HashMap<String, Arc<Vec<Receipt>>>,
+    /// Moves whenever what this cache could answer may have changed.
+    generation: u64,
+}
+
+impl ReceiptCache {
+    /// A cache over `<results>/receipts`; nothing is read or watched yet.
+    pub fn new(results: &Path) -> ReceiptCache {
+        ReceiptCache {
+            dir: results.join("receipts"),
+            results: results.to_path_buf(),
+            watch: None,
+            absent: false,
+            files: HashMap::new(),
+            generation: 0,
+        }
+    }
+
+    /// Take in every change made since the last call. Returns the receipt keys that changed, or
+    /// `None` when anything may have (a rescan, or no watch to tell).
+    pub fn sync(&mut self) -> Option<Vec<String>> {
+        let changes = match self.watch.as_mut() {
+            Some(w) => w.drain(),
+            // Still no directory: still no receipts.
+            None if self.absent && std::fs::symlink_metadata(&self.dir).is_err() => Changes::Quiet,
+            None => Changes::Rescan,
+        };
+        match changes {
+            Changes::Quiet => Some(Vec::new()),
+            Changes::Names(names) => {
+                self.generation += 1;
+                let mut keys = Vec::with_capacity(names.len());
+                for n in names {
+                    self.files.remove(&n);
+                    if let Some(k) = n.strip_suffix(".jsonl") {
+                        keys.push(k.to_string());
+                    }
+                }
+                Some(keys)
+            }
+            Changes::Rescan => {
+                self.generation += 1;
+                self.files.clear();
+                // Watch first, then read: a change made after this point is queued, never lost.
+                // A directory that does not exist (or is a link) gets no watch: every read then
+                // goes to the disk, and the next sync tries again.
+                self.watch = DirWatch::new(&self.dir).ok();
+                self.absent = self.watch.is_none()
+                    && std::fs::symlink_metadata(&self.dir)
+                        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+                None
+            }
+        }
+    }
+
+    /// A number that moves whenever a receipt may have changed since it was last read.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The receipts of one selector (all lines of its file; the engine filters by `test`).
+    pub fn get(&mut self, selector: &str) -> Arc<Vec<Receipt>> {
+        let name = format!("{}.jsonl", proto::id::receipt_key(selector));
+        if let Some(r) = self.files.get(&name) {
+            return Arc::clone(r);
+        }
+        let read = Arc::new(read_receipts(&self.results, selector));
+        if self.watch.is_some() {
+            self.files.insert(name, Arc::clone(&read));
+        }
+        read
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(test: &str, result: &str) -> String {
+        format!(
+            "{{\"commit\":\"c\",\"platform\":\"local\",\"ran_at\":\"2026-01-01T00:00:00Z\",\"result\":\"{result}\",\"test\":\"{test}\"}}\n"
+        )
+    }
+
+    #[test]
+    fn an_append_by_anyone_is_seen_by_the_next_read_and_a_quiet_directory_is_not_reread() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let results = d.path().join("results");
+        let dir = results.join("receipts");
+        let mut cache = ReceiptCache::new(&results);
+        // No directory yet: nothing to read, no watch, and nothing changes while it stays away.
+        assert_eq!(cache.sync(), None);
+        assert!(cache.get("t").is_empty());
+        let g = cache.generation();
+        assert_eq!(cache.sync(), Some(Vec::new()));
+        assert_eq!(cache.generation(), g);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let file = dir.join(format!("{}.jsonl", proto::id::receipt_key("t")));
+        std::fs::write(&file, line("t", "green")).expect("write");
+        assert_eq!(cache.sync(), None, "the directory appeared: start over");
+        assert_eq!(cache.get("t").len(), 1);
+        let g = cache.generation();
+        assert_eq!(cache.sync(), Some(Vec::new()));
+        assert_eq!(cache.generation(), g, "nothing changed");
+        crate::fsio::append(&file, line("t", "red").as_bytes()).expect("append");
+        let key = proto::id::receipt_key("t");
+        assert_eq!(cache.sync(), Some(vec![key]));
+        assert!(cache.generation() > g);
+        let r = cache.get("t");
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[1].result, crate::receipts::RunResult::Red);
+        std::fs::remove_dir_all(&dir).expect("rm");
+        assert_eq!(cache.sync(), None);
+        assert!(cache.get("t").is_empty());
+    }
+}
