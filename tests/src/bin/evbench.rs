@@ -295,6 +295,26 @@ impl World {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Run `evctl <args>` where exit 1 means "gating" (`check --exit-on-red`): whether it gated.
+    fn evctl_gate<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<bool> {
+        let out = self
+            .command(&self.bins.evctl)
+            .current_dir(cwd)
+            .args(args)
+            .stdout(Stdio::piped())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.bins.evctl.display()))?;
+        match out.status.code() {
+            Some(0) => Ok(false),
+            Some(1) if out.stderr.is_empty() => Ok(true),
+            _ => Err(format!(
+                "evctl failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )),
+        }
+    }
+
     /// Start our own evd in the private runtime dir and wait until its socket answers.
     fn start_daemon(&self) -> Res<Daemon<'_>> {
         evd::paths::ensure_private_dir(&self.rt_dir())
@@ -933,53 +953,96 @@ fn bench_migrate(w: &World, report: &mut Report) -> Res<Option<f64>> {
     Ok(Some(rate))
 }
 
-/// `check` on a generated store: the whole `evctl check` process against the warm daemon, the
-/// cold evaluation upstream pays on every call (evd's engine on a fresh in-process Store, git
-/// queries included), and how long a receipt appended by another process takes to reach its
-/// tick's state file with no command run.
-fn bench_check(w: &World, fx: &Fixture, report: &mut Report) -> Res<()> {
+/// `check` on a generated store, with the store's own configuration (the `live-origin`
+/// staleness policy, resolved through the repository's upstream): the whole
+/// `evctl check --exit-on-red` process against the warm daemon, side by side with a cold
+/// evaluation (evd's engine on a fresh in-process Store, git queries included: what upstream
+/// pays on every call), upstream ev's own check when asked for, and how long a receipt appended
+/// by another process takes to reach its tick's state file with no command run.
+fn bench_check(w: &World, fx: &Fixture, report: &mut Report, daemon_pid: u32) -> Res<()> {
     let root = &fx.root;
     let label = fx.label;
-    println!("  check (staleness policy `none`, so a fresh receipt decides the verdict):");
-    let config = root.join(".evolving/config");
-    let text = fs::read_to_string(&config).map_err(|e| format!("config: {e}"))?;
-    fs::write(&config, text.replace("\"live-origin\"", "\"none\""))
-        .map_err(|e| format!("config: {e}"))?;
+    println!("  check (the store's own policy: live-origin, a local upstream):");
+    let args = ["check", "--exit-on-red"];
     let t = Instant::now();
-    w.evctl(root, &["check"])?;
+    let gated = w.evctl_gate(root, &args)?;
     println!(
-        "    first `evctl check` (trigger answers not yet known): {}",
+        "    first `evctl check --exit-on-red` (evd evaluates; trigger answers not yet known): {} (gating: {gated})",
+        fmt_dur(t.elapsed())
+    );
+    let t = Instant::now();
+    w.evctl_gate(root, &args)?;
+    println!(
+        "    second (answered from the evaluation kept in memory): {}",
         fmt_dur(t.elapsed())
     );
     let warm = report.add(
         "check",
         label,
-        "evctl process, warm evd",
-        measure(fx.runs_list, 2, || w.evctl(root, &["check"]).map(|_| ()))?,
+        "evctl --exit-on-red, warm evd",
+        measure(fx.runs_process, 3, || w.evctl_gate(root, &args).map(|_| ()))?,
     );
-    let ctx = context_for(root);
+    println!(
+        "    evd RSS after the checks: {} (peak {})",
+        fmt_kb(proc_status_kb(daemon_pid, "VmRSS")),
+        fmt_kb(proc_status_kb(daemon_pid, "VmHWM"))
+    );
+    let mut ctx = context_for(root);
+    ctx.git.upstream = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["rev-parse", "@{upstream}"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty());
     let req = proto::rpc::CheckRequest {
         context: ctx,
-        offline: true,
+        offline: false,
         attest: None,
         ran: false,
-        form: Default::default(),
+        form: proto::rpc::RowForm::Plain,
     };
     let cold = report.add(
         "check",
         label,
-        "in-process, cold Store",
-        measure(if fx.ticks > 5_000 { 3 } else { 10 }, 0, || {
-            let mut store = evd::store::Store::new(root.clone());
-            ops::check(&mut store, &req)
-                .map(|_| ())
-                .map_err(|e| e.message)
-        })?,
+        "cold evaluation, in-process",
+        measure(
+            match fx.ticks {
+                0..=5_000 => 10,
+                5_001..=50_000 => 3,
+                _ => 1,
+            },
+            0,
+            || {
+                let mut store = evd::store::Store::new(root.clone());
+                ops::check(&mut store, &req)
+                    .map(|_| ())
+                    .map_err(|e| e.message)
+            },
+        )?,
     );
     println!(
         "    warm evctl check is {:.0}x faster than a cold evaluation (p50)",
         cold.p50.as_secs_f64() / warm.p50.as_secs_f64().max(1e-9)
     );
+    if std::env::var_os("EVBENCH_UPSTREAM").is_some() && fx.ticks <= 10_000 {
+        let ev = evd_e2e::upstream_ev();
+        let t = Instant::now();
+        let out = w
+            .command(&ev)
+            .current_dir(root)
+            .args(["check"])
+            .output()
+            .map_err(|e| format!("upstream ev: {e}"))?;
+        println!(
+            "    upstream `ev check` on the same store: {} (exit {})",
+            fmt_dur(t.elapsed()),
+            out.status.code().unwrap_or(-1)
+        );
+    }
+    // The in-process checks rewrote state files behind evd's back: let it take them in.
+    w.evctl_gate(root, &args)?;
     // Receipt -> state file: flip one bound selector between green and red.
     let Some((tick, selector, platforms)) = first_test_binding(root) else {
         println!("    (no test binding to time a receipt with)");
@@ -1020,14 +1083,20 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report) -> Res<()> {
             if now != before {
                 break;
             }
-            if t.elapsed() > Duration::from_secs(5) {
-                return Err("the state file did not change within 5 s of a receipt".into());
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err("the state file did not change within 30 s of a receipt".into());
             }
             std::thread::sleep(Duration::from_millis(1));
         }
         lat.push(t.elapsed());
     }
     report.add("receipt", label, "-> state file (no command)", stats(lat));
+    let t = Instant::now();
+    w.evctl_gate(root, &args)?;
+    println!(
+        "    first check after those receipts: {}",
+        fmt_dur(t.elapsed())
+    );
     Ok(())
 }
 
@@ -1093,6 +1162,47 @@ fn run(report: &mut Report) -> Res<()> {
         return Ok(());
     }
 
+    // `evbench check`: only the check section, on 1k, 10k and 100k-tick stores.
+    if std::env::args().skip(1).any(|a| a == "check") {
+        let mut fixtures = vec![
+            make_fixture("1k", 1_000, 1)?,
+            make_fixture("10k", 10_000, 2)?,
+        ];
+        if !std::env::args().skip(1).any(|a| a == "--no-100k") {
+            fixtures.push(make_fixture("100k", 100_000, 3)?);
+        }
+        let mut daemon = w.start_daemon()?;
+        let mut held = Vec::new();
+        for fx in &fixtures {
+            println!("\n-- {} ticks ({}) --", fx.ticks, fx.label);
+            let t = Instant::now();
+            w.evctl(&fx.root, &["list"])?;
+            println!(
+                "  first `evctl list` (evd opens the store): {}; evd RSS now {}",
+                fmt_dur(t.elapsed()),
+                fmt_kb(proc_status_kb(daemon.pid, "VmRSS"))
+            );
+            bench_check(&w, fx, report, daemon.pid)?;
+            held.push((fx.label, proc_status_kb(daemon.pid, "VmRSS")));
+        }
+        let peak = proc_status_kb(daemon.pid, "VmHWM");
+        println!("\nshutdown: {}", daemon.shutdown());
+        println!(
+            "\nsummary ({} total; load average now {}):",
+            fmt_dur(started.elapsed()),
+            load_average()
+        );
+        report.table();
+        for (label, rss) in held {
+            println!(
+                "memory: evd RSS after checking the {label} store (all stores so far held): {}",
+                fmt_kb(rss)
+            );
+        }
+        println!("memory: evd peak (VmHWM): {}", fmt_kb(peak));
+        return Ok(());
+    }
+
     println!("\nsetup:");
     let small = make_fixture("1k", 1_000, 1)?;
     let big = make_fixture("10k", 10_000, 2)?;
@@ -1152,7 +1262,7 @@ fn run(report: &mut Report) -> Res<()> {
         let after = proc_status_kb(daemon.pid, "VmRSS");
         rss_held.push((fx.label, before, after));
         bench_reads(&w, &rt, &client, fx, report)?;
-        bench_check(&w, fx, report)?;
+        bench_check(&w, fx, report, daemon.pid)?;
     }
     let rss_end = proc_status_kb(daemon.pid, "VmRSS");
     let hwm_end = proc_status_kb(daemon.pid, "VmHWM");
