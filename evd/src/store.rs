@@ -105,6 +105,8 @@ pub struct Store {
     touched: Option<BTreeSet<String>>,
     /// Moves whenever the tick cache took in a change.
     ticks_generation: u64,
+    /// The current view as of a tick generation.
+    view: Option<(u64, Arc<CurrentView>)>,
     /// Parsed receipt files, current as of the last sync.
     pub receipts: crate::receipt_cache::ReceiptCache,
     /// Who else touched `results/state/`.
@@ -115,11 +117,15 @@ pub struct Store {
     pub pending_changes: Vec<proto::rpc::VerdictChange>,
 }
 
+/// The current view: `(file name, tick)`, newest first.
+pub type CurrentView = Vec<(String, Arc<Tick>)>;
+
 /// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
 pub type VerdictSnapshot = std::collections::HashMap<(String, usize), (String, String, String)>;
 
-/// `(receipt commit, triggered_by paths)` → whether a triggering change landed since.
-pub type TriggerAnswers = std::collections::HashMap<(String, Vec<String>), bool>;
+/// receipt commit → `triggered_by` paths → whether a triggering change landed since.
+pub type TriggerAnswers =
+    std::collections::HashMap<String, std::collections::HashMap<Vec<String>, bool>>;
 
 /// The name of the lock file, under `results/` (the per-host part nobody commits).
 pub const LOCK_FILE: &str = "evd.lock";
@@ -147,6 +153,7 @@ impl Store {
             last_check: (false, None),
             touched: Some(BTreeSet::new()),
             ticks_generation: 0,
+            view: None,
             receipts: crate::receipt_cache::ReceiptCache::new(&results),
             state_watch: crate::check_memo::StateWatch::new(&results),
             memos: crate::check_memo::Memos::default(),
@@ -467,20 +474,34 @@ impl Store {
     }
 
     /// [`Store::current`], as shared handles (no copy of any tick), for callers that go on to
-    /// use the store mutably.
-    pub fn current_shared(&mut self) -> Result<Vec<(String, Arc<Tick>)>, Refusal> {
-        let names: Vec<String> = self
-            .current()?
-            .into_iter()
-            .map(|(f, _)| f.to_string())
-            .collect();
-        Ok(names
-            .into_iter()
-            .filter_map(|f| match self.files.get(&f).map(|c| &c.entry) {
-                Some(Entry::Tick(t)) => Some((f, Arc::clone(t))),
+    /// use the store mutably. Computed once per change of the tick cache.
+    pub fn current_shared(&mut self) -> Result<Arc<CurrentView>, Refusal> {
+        self.entries()?;
+        if let Some((generation, view)) = &self.view {
+            if *generation == self.ticks_generation {
+                return Ok(Arc::clone(view));
+            }
+        }
+        let inputs: Vec<(&str, &Arc<Tick>, crate::view::Identity)> = self
+            .files
+            .iter()
+            .filter_map(|(n, c)| match (&c.entry, c.identity) {
+                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t, id)),
                 _ => None,
             })
-            .collect())
+            .collect();
+        let plain: Vec<(&str, &Tick, crate::view::Identity)> =
+            inputs.iter().map(|(n, t, id)| (*n, t.as_ref(), *id)).collect();
+        // The view keeps the inputs' order of identity; map each chosen tick back to its handle.
+        let by_name: std::collections::HashMap<&str, &Arc<Tick>> =
+            inputs.iter().map(|(n, t, _)| (*n, *t)).collect();
+        let view: CurrentView = crate::view::current(&plain)
+            .into_iter()
+            .filter_map(|(f, _)| by_name.get(f).map(|t| (f.to_string(), Arc::clone(t))))
+            .collect();
+        let view = Arc::new(view);
+        self.view = Some((self.ticks_generation, Arc::clone(&view)));
+        Ok(view)
     }
 
     /// A number that moves whenever the tick cache took in a change (call after a refresh).

@@ -72,10 +72,12 @@ pub fn canonical_payload(
 
 /// First 12 lowercase hex characters of SHA-256 over `bytes`.
 pub fn hex12(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut s = String::with_capacity(12);
     for b in digest.iter().take(6) {
-        s.push_str(&format!("{b:02x}"));
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
     s
 }

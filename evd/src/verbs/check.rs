@@ -324,11 +324,14 @@ pub fn refresh_verdicts(
     let basis = basis(store, offline, attest, &config, reference)?;
     let now = crate::clock::now();
     let e = evaluate(store, &basis, now, false, only)?;
-    let changes = std::mem::take(&mut store.pending_changes);
-    if only.is_none() {
-        store.memos.put(basis, Arc::new(e));
-    }
-    Ok(changes)
+    // Then evaluate everything, so that the next check is answered from memory rather than
+    // paying for the change itself (what the partial pass found is not found again).
+    let e = match only {
+        None => e,
+        Some(_) => evaluate(store, &basis, now, false, None)?,
+    };
+    store.memos.put(basis, Arc::new(e));
+    Ok(std::mem::take(&mut store.pending_changes))
 }
 
 /// Evaluate every test binding of the current live view on `basis` at `now`. With `record` (a
@@ -343,11 +346,8 @@ fn evaluate(
     record: bool,
     only: Option<&Scope>,
 ) -> Result<Evaluation, Refusal> {
-    let ticks: Vec<(String, Arc<Tick>)> = store
-        .current_shared()?
-        .into_iter()
-        .filter(|(_, t)| t.status == "live")
-        .collect();
+    let view = store.current_shared()?;
+    let ticks: Vec<&(String, Arc<Tick>)> = view.iter().filter(|(_, t)| t.status == "live").collect();
     let policy = basis.policy.as_str();
     let sha = basis.reference.as_deref();
     let inputs = Inputs {
@@ -373,7 +373,7 @@ fn evaluate(
             _ => false,
         })
     };
-    for (file, tick) in &ticks {
+    for &(file, tick) in &ticks {
         if only.is_some_and(|sc| !sc.ticks.contains(file) && !touches(tick, &sc.receipt_keys)) {
             continue;
         }
@@ -396,10 +396,17 @@ fn evaluate(
             };
             let recs = store.receipts.get(reference);
             let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
-                let key = (r.commit.clone(), liveness.triggered_by.clone());
-                *memo
-                    .entry(key)
-                    .or_insert_with(|| triggered_since(&root, &r.commit, &liveness.triggered_by))
+                let paths = liveness.triggered_by.as_slice();
+                match memo.get(r.commit.as_str()).and_then(|m| m.get(paths)) {
+                    Some(&known) => known,
+                    None => {
+                        let answer = triggered_since(&root, &r.commit, paths);
+                        memo.entry(r.commit.clone())
+                            .or_default()
+                            .insert(paths.to_vec(), answer);
+                        answer
+                    }
+                }
             });
             let v = verdict::evaluate(g.check.as_ref(), &recs, triggered, &inputs);
             if let Some(at) = v.expires {
