@@ -8,6 +8,7 @@ pub mod config;
 pub mod dirwatch;
 pub mod events;
 pub mod fsio;
+pub mod gitfacts;
 pub mod intake;
 pub mod lint;
 pub mod lock;
