@@ -433,6 +433,12 @@ impl FactCache {
         res
     }
 
+    /// Whether this cache may keep answers at all (its environment allows it); when not,
+    /// every [`FactCache::answer`] is a spawn.
+    pub fn caches(&self) -> bool {
+        self.env.cacheable
+    }
+
     /// Whether answers were added or dropped since loading (or the last save).
     pub fn changed(&self) -> bool {
         self.changed
@@ -1195,7 +1201,7 @@ mod tests {
         assert!(c.is_empty());
         // A relative HOME cannot be turned into the paths git reads.
         let c = FactCache::with_env(Mode::Caller, [("HOME".into(), "rel".into())]);
-        assert!(!c.env.cacheable);
+        assert!(!c.caches());
     }
 
     #[test]
