@@ -89,6 +89,9 @@ pub struct Store {
     pub opened_at: String,
     /// Answers of `git rev-list <commit>..HEAD -- <paths>`, valid for one HEAD commit.
     triggers: (Option<String>, TriggerAnswers),
+    /// git's answers about this repository (its HEAD), reused while nothing they depend on
+    /// changed.
+    pub git: crate::gitfacts::FactCache,
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
     /// unchanged verdict is not rewritten.
     pub state_written: std::collections::HashMap<String, u64>,
@@ -130,6 +133,7 @@ impl Store {
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
             triggers: (None, TriggerAnswers::new()),
+            git: crate::gitfacts::FactCache::for_repository(),
             state_written: std::collections::HashMap::new(),
             verdicts: None,
             unsent: Vec::new(),

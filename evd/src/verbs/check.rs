@@ -25,9 +25,12 @@ use crate::verdict_inputs::{cached_origin, git, read_receipts, read_selected, tr
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
 
-/// The repository's HEAD commit, as evd sees it (`None` outside git).
-fn git_head(root: &Path) -> Option<String> {
-    git(root, &["rev-parse", "--verify", "-q", "HEAD"]).filter(|s| is_40_lower_hex(s))
+/// The repository's HEAD commit, as evd sees it (`None` outside git): `git rev-parse --verify
+/// -q HEAD`, through the store's cache of git's answers.
+fn git_head(facts: &mut crate::gitfacts::FactCache, root: &Path) -> Option<String> {
+    facts
+        .answer(root, crate::gitfacts::Query::Head)
+        .filter(|s| is_40_lower_hex(s))
 }
 
 /// Resolve the staleness reference (§10.3); caches a resolved live-origin sha.
@@ -268,7 +271,7 @@ fn evaluate(
         staleness_days: config.staleness_days,
     };
     let root = store.root().to_path_buf();
-    let head = git_head(&root);
+    let head = git_head(&mut store.git, &root);
     let mut memo = store.take_trigger_memo(head.as_deref());
     let mut cache: HashMap<String, Vec<Receipt>> = HashMap::new();
     let mut rows = Vec::new();
