@@ -11,13 +11,18 @@
 //!
 //! - **Discovery.** Every directory from the (canonical) root up to the one holding `.git`, by
 //!   identity (a mount or a replaced directory is a change), and the absence of `.git` and
-//!   `HEAD` in each below it (git would stop at either). The walk must stay on one device.
+//!   `HEAD` in each below it (git would stop at either). The walk must stay on one device, and
+//!   the repository must be ours (else git consults `safe.directory`).
 //! - **Head.** `<gitdir>/HEAD`, `<gitdir>/packed-refs`, `<gitdir>/config` (the repository
 //!   format), the loose file of the branch HEAD names, the identity of `objects/` and `refs/`,
 //!   and the absence of `reftable/` and `commondir`.
 //! - **Upstream.** All of Head's, plus `<gitdir>/config.worktree`, the user and system config
 //!   files, and the loose file of the upstream ref (its name found with `git for-each-ref
 //!   --format=%(upstream)` before the answer is asked for, so that its stamp predates git's read).
+//!   Any of these config files (or the repository's) mentioning `include` is not cached.
+//!
+//! On a network or FUSE filesystem (NFS, SMB, sshfs, …) a `stat` may come from a client-side
+//! attribute cache, so nothing there is cached.
 //!
 //! Stamps are taken before git is spawned and compared again after it exits; an answer during
 //! which anything moved is not kept. A file modified within [`RACY_WINDOW`] of being stamped is
@@ -548,6 +553,9 @@ impl FactCache {
     fn plan(&self, canon: &Path, q: Query) -> Option<Plan> {
         let mut deps = Vec::new();
         let gitdir = discover(canon, &mut deps)?;
+        if remote_fs(&gitdir) != Some(false) {
+            return None;
+        }
         for (name, want) in [("objects", true), ("refs", true), ("commondir", false)] {
             let p = gitdir.join(name);
             let m = probe(&p).ok()?;
@@ -711,6 +719,33 @@ fn discover(canon: &Path, deps: &mut Vec<Dep>) -> Option<PathBuf> {
         deps.push(Dep::new(&head, Stamp::Absent)?);
     }
     None
+}
+
+/// Whether `path` is on a network or FUSE filesystem, where `stat` may answer from a client's
+/// attribute cache and so prove nothing about another host's changes. `None` when unknown.
+fn remote_fs(path: &Path) -> Option<bool> {
+    const REMOTE: &[i64] = &[
+        0x6969,      // NFS
+        0x517b,      // SMB
+        0xff53_4d42, // CIFS
+        0xfe53_4d42, // SMB2
+        0x6573_5546, // FUSE (sshfs, …)
+        0x0102_1997, // 9P
+        0x5346_414f, // AFS
+        0x00c3_6400, // Ceph
+        0x7375_7245, // Coda
+    ];
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statfs is a valid value for statfs(2) to overwrite.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid statfs we own, both live for the call.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // f_type's integer type varies by target.
+    #[allow(clippy::useless_conversion)]
+    let kind = i64::from(st.f_type);
+    Some(REMOTE.contains(&kind))
 }
 
 /// What a HEAD file says.
