@@ -1058,6 +1058,16 @@ mod tests {
         let dev = r.cached(&mut c, r.root(), Query::Upstream);
         assert_ne!(up, dev);
         assert_eq!(dev, r.git(&["rev-parse", "HEAD"]));
+        // A local branch as the upstream (remote "."), then that branch moving.
+        r.run(&["branch", "-q", "base", "HEAD~1"]);
+        r.run(&["branch", "-q", "--set-upstream-to=base"]);
+        let base = r.cached(&mut c, r.root(), Query::Upstream);
+        assert_eq!(base, r.git(&["rev-parse", "HEAD~1"]));
+        r.run(&["branch", "-q", "-f", "base", "HEAD"]);
+        assert_eq!(
+            r.cached(&mut c, r.root(), Query::Upstream),
+            r.git(&["rev-parse", "HEAD"])
+        );
         r.run(&["branch", "-q", "--unset-upstream"]);
         assert_eq!(r.cached(&mut c, r.root(), Query::Upstream), None);
     }
