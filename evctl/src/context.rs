@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use evd::gitfacts::{FactCache, Query};
 use proto::rpc::{Context, GitFacts};
 
 /// The nearest directory at or above `start` that holds `.evolving` (as anything: evd refuses a
@@ -53,7 +54,8 @@ pub fn git(dir: &Path, args: &[&str]) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// Which git facts a request needs; each lookup is a process spawn, so only ask for what is used.
+/// Which git facts a request needs; each lookup may be a process spawn, so only ask for what is
+/// used.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Needs {
     pub user_name: bool,
@@ -63,6 +65,29 @@ pub struct Needs {
 
 pub fn build(store: &Path, cwd: &Path, needs: Needs) -> Context {
     let agent_id = std::env::var("EV_AGENT_ID").ok().filter(|s| !s.is_empty());
+    // HEAD and the upstream are on every check's path: answered through the persisted cache
+    // of git's answers (git is still asked whenever anything they depend on changed).
+    let mut facts = if needs.head || needs.upstream {
+        PersistedFacts::open()
+    } else {
+        None
+    };
+    let mut ask = |q: Query, args: &[&str]| match facts.as_mut() {
+        Some(f) => f.cache.answer(store, q),
+        None => git(store, args),
+    };
+    let head = needs
+        .head
+        .then(|| ask(Query::Head, &["rev-parse", "HEAD"]))
+        .flatten();
+    let upstream = needs
+        .upstream
+        .then(|| ask(Query::Upstream, &["rev-parse", "@{upstream}"]))
+        .flatten();
+    if let Some(f) = facts.as_mut() {
+        // A cache: failing to keep it costs the next run a spawn, nothing more.
+        let _ = f.cache.save(&f.path);
+    }
     Context {
         store: store.display().to_string(),
         cwd: cwd.display().to_string(),
@@ -73,19 +98,38 @@ pub fn build(store: &Path, cwd: &Path, needs: Needs) -> Context {
             } else {
                 None
             },
-            head: if needs.head {
-                git(store, &["rev-parse", "HEAD"])
-            } else {
-                None
-            },
-            upstream: if needs.upstream {
-                git(store, &["rev-parse", "@{upstream}"])
-            } else {
-                None
-            },
+            head,
+            upstream,
         },
     }
 }
+
+/// The cache of git's answers kept between runs in `<runtime dir>/git-facts.json`.
+struct PersistedFacts {
+    cache: FactCache,
+    path: PathBuf,
+}
+
+impl PersistedFacts {
+    /// `None` when our environment rules caching out (a `GIT_*` variable) or the runtime
+    /// directory cannot be made private: then git is simply asked.
+    fn open() -> Option<PersistedFacts> {
+        let cache = FactCache::for_caller();
+        if !cache.caches() {
+            return None;
+        }
+        let rt = evd::paths::runtime_dir();
+        evd::paths::ensure_private_dir(&rt).ok()?;
+        let path = rt.join(GIT_FACTS_FILE);
+        Some(PersistedFacts {
+            cache: cache.read_from(&path),
+            path,
+        })
+    }
+}
+
+/// The name of the persisted cache of git's answers, in the runtime directory.
+pub const GIT_FACTS_FILE: &str = "git-facts.json";
 
 /// Read a commit for `--from-git`: subject, author and body, or `None` if git cannot.
 pub fn commit_envelope(store: &Path, rev: &str) -> Option<proto::rpc::CommitEnvelope> {

@@ -619,18 +619,49 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
         } else if style.rich {
             proto::rpc::RowForm::Table
         } else {
-            proto::rpc::RowForm::Plain
+            proto::rpc::RowForm::PlainFile
         },
     };
     // check writes only per-host caches (state files, events): in-process it needs no ledger
     // lock, and it may be answered again if a daemon's answer was lost.
-    let r = s
+    let mut r = s
         .read(rpc!(req, check), || {
             local_read(&ctx, |st| verbs::check(st, &req))
         })
         .await;
+    if let Ok(v) = &mut r {
+        if let Some(file) = v.plain_file.take() {
+            match read_answer(&s.rt_dir, &file) {
+                Some(text) => v.plain = Some(proto::rpc::PlainRows::Text(text)),
+                None => {
+                    // Gone or unreadable (a daemon in another mount namespace?): ask for the
+                    // rows inline instead.
+                    let req = proto::rpc::CheckRequest {
+                        form: proto::rpc::RowForm::Plain,
+                        ..req
+                    };
+                    r = s
+                        .read(rpc!(req, check), || {
+                            local_read(&ctx, |st| verbs::check(st, &req))
+                        })
+                        .await;
+                }
+            }
+        }
+    }
     let json = s.json;
     s.finish(r, |v| render::check(v, style, json, a.exit_on_red))
+}
+
+/// An answer file evd wrote for us: only one in our own runtime directory's `answers/`, read
+/// whole, of the announced length.
+fn read_answer(rt_dir: &Path, file: &proto::rpc::AnswerRef) -> Option<String> {
+    let path = Path::new(&file.path);
+    if path.parent()? != rt_dir.join("answers") {
+        return None;
+    }
+    let text = evd::fsio::read_text(path).ok()?;
+    (text.len() as u64 == file.len).then_some(text)
 }
 
 pub async fn brief(s: &mut Session, g: &Globals, limit: Option<u64>) -> Out {
@@ -717,4 +748,42 @@ pub async fn watch(s: &mut Session) -> Out {
     };
     out.err("evctl watch: evd stopped; the stream ended");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_whole_answer_file_from_our_own_runtime_directory_is_read() {
+        let rt = tempfile::tempdir().expect("tempdir");
+        let answers = rt.path().join("answers");
+        std::fs::create_dir(&answers).expect("mkdir");
+        let file = answers.join("1-0.txt");
+        std::fs::write(&file, "green\tx\n").expect("write");
+        let at = |path: &Path, len: u64| proto::rpc::AnswerRef {
+            path: path.display().to_string(),
+            len,
+        };
+        assert_eq!(
+            read_answer(rt.path(), &at(&file, 8)).as_deref(),
+            Some("green\tx\n")
+        );
+        assert_eq!(
+            read_answer(rt.path(), &at(&file, 9)),
+            None,
+            "torn or changed"
+        );
+        assert_eq!(
+            read_answer(rt.path(), &at(&answers.join("gone.txt"), 0)),
+            None
+        );
+        let elsewhere = rt.path().join("1-0.txt");
+        std::fs::write(&elsewhere, "x").expect("write");
+        assert_eq!(
+            read_answer(rt.path(), &at(&elsewhere, 1)),
+            None,
+            "not in answers/"
+        );
+    }
 }

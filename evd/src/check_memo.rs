@@ -57,7 +57,9 @@ pub struct Evaluation {
     /// ones, so a check cannot reuse its evaluation until the files are all there).
     pub state_complete: bool,
     table: OnceLock<Option<RowTable>>,
+    plain_text: OnceLock<String>,
     plain: OnceLock<Option<PlainRows>>,
+    plain_file: std::sync::Mutex<Option<crate::answers::AnswerFile>>,
 }
 
 impl Evaluation {
@@ -80,7 +82,9 @@ impl Evaluation {
             valid_until,
             state_complete,
             table: OnceLock::new(),
+            plain_text: OnceLock::new(),
             plain: OnceLock::new(),
+            plain_file: std::sync::Mutex::new(None),
         }
     }
 
@@ -91,11 +95,32 @@ impl Evaluation {
             .clone()
     }
 
+    fn plain_text(&self) -> &str {
+        self.plain_text
+            .get_or_init(|| proto::rpc::plain_lines(&self.rows))
+    }
+
     /// The rows as plain lines, encoded once per evaluation.
     pub fn plain(&self) -> Option<PlainRows> {
         self.plain
-            .get_or_init(|| PlainRows::encode(&self.rows).ok())
+            .get_or_init(|| PlainRows::serialize_text(self.plain_text()).ok())
             .clone()
+    }
+
+    /// The plain lines in an answer file, written once per evaluation (again if someone removed
+    /// it); `None` when answers are not handed over as files.
+    pub fn plain_file(&self) -> Option<proto::rpc::AnswerRef> {
+        let mut file = self.plain_file.lock().ok()?;
+        let present = file.as_ref().is_some_and(|f| {
+            std::fs::symlink_metadata(&f.path).is_ok_and(|m| m.is_file() && m.len() == f.len)
+        });
+        if !present {
+            *file = crate::answers::AnswerFile::write(self.plain_text().as_bytes());
+        }
+        file.as_ref().map(|f| proto::rpc::AnswerRef {
+            path: f.path.display().to_string(),
+            len: f.len,
+        })
     }
 
     /// Every event line for a check at `now`, newline-terminated.

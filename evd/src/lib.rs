@@ -2,6 +2,7 @@
 //! the audit) sits beside the I/O (store, locks, files) and the server, and evctl's in-process
 //! fallback calls the same [`verbs`] the daemon serves.
 
+pub mod answers;
 pub mod audit;
 pub mod check_memo;
 pub mod clock;
@@ -9,6 +10,7 @@ pub mod config;
 pub mod dirwatch;
 pub mod events;
 pub mod fsio;
+pub mod gitfacts;
 pub mod intake;
 pub mod lint;
 pub mod lock;

@@ -106,6 +106,9 @@ fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
         .as_deref()
         .and_then(paths::exe_fingerprint)
         .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+    if let Err(e) = evd::answers::init(rt_dir) {
+        tracing::warn!(error = %e, "cannot prepare the answers directory; large answers go inline");
+    }
     let daemon = Arc::new(server::Daemon::new(build_id, sock.clone()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -89,6 +89,9 @@ pub struct Store {
     pub opened_at: String,
     /// Answers of `git rev-list <commit>..HEAD -- <paths>`, valid for one HEAD commit.
     triggers: (Option<String>, TriggerAnswers),
+    /// git's answers about this repository (its HEAD), reused while nothing they depend on
+    /// changed.
+    pub git: crate::gitfacts::FactCache,
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
     /// unchanged verdict is not rewritten.
     pub state_written: std::collections::HashMap<String, u64>,
@@ -115,6 +118,14 @@ pub struct Store {
     pub memos: crate::check_memo::Memos,
     /// Verdict changes the last evaluation found, for its caller to take.
     pub pending_changes: Vec<proto::rpc::VerdictChange>,
+    /// Event lines to append once the current request is answered (see [`Store::defer_events`]).
+    deferred_events: String,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.flush_deferred();
+    }
 }
 
 /// The current view: `(file name, tick)`, newest first.
@@ -147,6 +158,7 @@ impl Store {
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
             triggers: (None, TriggerAnswers::new()),
+            git: crate::gitfacts::FactCache::for_repository(),
             state_written: std::collections::HashMap::new(),
             verdicts: None,
             unsent: Vec::new(),
@@ -158,6 +170,7 @@ impl Store {
             state_watch: crate::check_memo::StateWatch::new(&results),
             memos: crate::check_memo::Memos::default(),
             pending_changes: Vec::new(),
+            deferred_events: String::new(),
         }
     }
 
@@ -490,8 +503,10 @@ impl Store {
                 _ => None,
             })
             .collect();
-        let plain: Vec<(&str, &Tick, crate::view::Identity)> =
-            inputs.iter().map(|(n, t, id)| (*n, t.as_ref(), *id)).collect();
+        let plain: Vec<(&str, &Tick, crate::view::Identity)> = inputs
+            .iter()
+            .map(|(n, t, id)| (*n, t.as_ref(), *id))
+            .collect();
         // The view keeps the inputs' order of identity; map each chosen tick back to its handle.
         let by_name: std::collections::HashMap<&str, &Arc<Tick>> =
             inputs.iter().map(|(n, t, _)| (*n, *t)).collect();
@@ -897,6 +912,23 @@ impl Store {
         let mut l = line.to_string();
         l.push('\n');
         self.append_events(&l);
+    }
+
+    /// Append these newline-terminated event lines after the current request is answered: the
+    /// owner of the store calls [`Store::flush_deferred`] before it takes the next request (and
+    /// dropping the store flushes too), so the log keeps the order of the requests.
+    pub fn defer_events(&mut self, lines: String) {
+        if self.deferred_events.is_empty() {
+            self.deferred_events = lines;
+        } else {
+            self.deferred_events.push_str(&lines);
+        }
+    }
+
+    /// Write what [`Store::defer_events`] held back.
+    pub fn flush_deferred(&mut self) {
+        let lines = std::mem::take(&mut self.deferred_events);
+        self.append_events(&lines);
     }
 
     /// Append newline-terminated lines to `results/events.jsonl` in one write. Best-effort.

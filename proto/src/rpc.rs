@@ -827,6 +827,18 @@ pub enum RowForm {
     Table,
     /// [`CheckResult::plain`]: the rows exactly as the plain (unstyled) listing prints them.
     Plain,
+    /// [`CheckResult::plain_file`]: the same lines in a file in the daemon's private runtime
+    /// directory (falling back to [`CheckResult::plain`] when there is none).
+    #[serde(rename = "plain-file")]
+    PlainFile,
+}
+
+/// A file holding an answer's bytes, in the daemon's private runtime directory.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct AnswerRef {
+    pub path: String,
+    /// Its length in bytes (a reader checks it read all of it).
+    pub len: u64,
 }
 
 /// One printed row: a test ground of a current live tick.
@@ -1015,42 +1027,71 @@ pub fn plain_row(label: &str, file: &str, claim: &str, detail: &str) -> String {
     format!("{label}\t{file}\t{}\t({detail})", crate::json::q(claim))
 }
 
-/// The plain listing's rows, newline-terminated, kept as a serialized JSON string.
+/// The plain listing's rows, each ending in a newline.
+pub fn plain_lines(rows: &[CheckRow]) -> String {
+    let mut text = String::with_capacity(rows.len() * 112);
+    for r in rows {
+        text.push_str(&plain_row(&r.label, &r.file, &r.claim, &r.detail));
+        text.push('\n');
+    }
+    text
+}
+
+/// The plain listing's rows, newline-terminated. The sender keeps them serialized (a JSON
+/// string, sent as is); the receiver reads them straight into text.
 #[derive(Debug, Clone)]
-pub struct PlainRows(Box<serde_json::value::RawValue>);
+pub enum PlainRows {
+    Serialized(Box<serde_json::value::RawValue>),
+    Text(String),
+}
 
 impl PartialEq for PlainRows {
     fn eq(&self, other: &PlainRows) -> bool {
-        self.0.get() == other.0.get()
+        matches!((self.text(), other.text()), (Ok(a), Ok(b)) if a == b)
     }
 }
 impl Eq for PlainRows {}
 
 impl Serialize for PlainRows {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        match self {
+            PlainRows::Serialized(raw) => raw.serialize(s),
+            PlainRows::Text(text) => text.serialize(s),
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for PlainRows {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PlainRows, D::Error> {
-        Box::<serde_json::value::RawValue>::deserialize(d).map(PlainRows)
+        String::deserialize(d).map(PlainRows::Text)
     }
 }
 
 impl PlainRows {
+    /// The lines of these rows, serialized once.
     pub fn encode(rows: &[CheckRow]) -> Result<PlainRows, serde_json::Error> {
-        let mut text = String::with_capacity(rows.len() * 112);
-        for r in rows {
-            text.push_str(&plain_row(&r.label, &r.file, &r.claim, &r.detail));
-            text.push('\n');
-        }
-        serde_json::value::to_raw_value(&text).map(PlainRows)
+        PlainRows::serialize_text(&plain_lines(rows))
+    }
+
+    /// These lines, serialized once.
+    pub fn serialize_text(text: &str) -> Result<PlainRows, serde_json::Error> {
+        serde_json::value::to_raw_value(text).map(PlainRows::Serialized)
     }
 
     /// The lines, each ending in a newline.
-    pub fn text(&self) -> Result<String, serde_json::Error> {
-        serde_json::from_str(self.0.get())
+    pub fn text(&self) -> Result<std::borrow::Cow<'_, str>, serde_json::Error> {
+        match self {
+            PlainRows::Serialized(raw) => serde_json::from_str::<String>(raw.get()).map(Into::into),
+            PlainRows::Text(text) => Ok(text.as_str().into()),
+        }
+    }
+
+    /// The lines, taken.
+    pub fn into_text(self) -> Result<String, serde_json::Error> {
+        match self {
+            PlainRows::Serialized(raw) => serde_json::from_str(raw.get()),
+            PlainRows::Text(text) => Ok(text),
+        }
     }
 }
 
@@ -1064,6 +1105,9 @@ pub struct CheckResult {
     /// The rows as plain lines, when the request asked for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plain: Option<PlainRows>,
+    /// The plain lines in a file, when the request asked for one and the daemon could write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain_file: Option<AnswerRef>,
     pub total_test_bindings: usize,
     pub harvested_unproven: usize,
     pub ran: bool,

@@ -26,6 +26,7 @@ fn result(rows: Vec<CheckRow>, table: Option<RowTable>, plain: Option<PlainRows>
         rows,
         table,
         plain,
+        plain_file: None,
         harvested_unproven: 0,
         ran: false,
         staleness_ref: StalenessRef {
@@ -61,7 +62,7 @@ fn a_table_and_plain_lines_survive_the_wire_with_every_awkward_character() {
         assert_eq!(v.decision(), r.decision);
         assert_eq!(v.memo_reason(), r.memo_reason.as_deref());
     }
-    let text = back.plain.expect("plain").text().expect("text");
+    let text = back.plain.expect("plain").into_text().expect("text");
     let want: String = rows
         .iter()
         .map(|r| plain_row(&r.label, &r.file, &r.claim, &r.detail) + "\n")

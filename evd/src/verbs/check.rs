@@ -26,9 +26,12 @@ use crate::verdict_inputs::{cached_origin, git, read_selected, triggered_since};
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
 
-/// The repository's HEAD commit, as evd sees it (`None` outside git).
-fn git_head(root: &Path) -> Option<String> {
-    git(root, &["rev-parse", "--verify", "-q", "HEAD"]).filter(|s| is_40_lower_hex(s))
+/// The repository's HEAD commit, as evd sees it (`None` outside git): `git rev-parse --verify
+/// -q HEAD`, through the store's cache of git's answers.
+fn git_head(facts: &mut crate::gitfacts::FactCache, root: &Path) -> Option<String> {
+    facts
+        .answer(root, crate::gitfacts::Query::Head)
+        .filter(|s| is_40_lower_hex(s))
 }
 
 /// Resolve the staleness reference (§10.3); caches a resolved live-origin sha.
@@ -212,7 +215,10 @@ fn basis(
         staleness_days: config.staleness_days,
         reference,
         selected: read_selected(&store.results_dir()),
-        head: git_head(store.root()),
+        head: {
+            let root = store.root().to_path_buf();
+            git_head(&mut store.git, &root)
+        },
         ticks: store.ticks_generation(),
         receipts: store.receipts.generation(),
         state,
@@ -248,7 +254,7 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     run.insert("wall_ms".into(), wall_ms.into());
     lines.push_str(&proto::json::compact(&Value::Object(run)));
     lines.push('\n');
-    store.append_events(&lines);
+    store.defer_events(lines);
     Ok(answer(
         &eval,
         req,
@@ -268,15 +274,22 @@ fn answer(
 ) -> CheckResult {
     use proto::rpc::RowForm;
     let table = (req.form == RowForm::Table).then(|| e.table()).flatten();
-    let plain = (req.form == RowForm::Plain).then(|| e.plain()).flatten();
+    let plain_file = (req.form == RowForm::PlainFile)
+        .then(|| e.plain_file())
+        .flatten();
+    let plain = (req.form == RowForm::Plain
+        || (req.form == RowForm::PlainFile && plain_file.is_none()))
+    .then(|| e.plain())
+    .flatten();
     CheckResult {
-        rows: if table.is_some() || plain.is_some() {
+        rows: if table.is_some() || plain.is_some() || plain_file.is_some() {
             Vec::new()
         } else {
             e.rows.clone()
         },
         table,
         plain,
+        plain_file,
         total_test_bindings: e.rows.len(),
         harvested_unproven: e.harvested,
         ran: req.ran,
@@ -347,7 +360,8 @@ fn evaluate(
     only: Option<&Scope>,
 ) -> Result<Evaluation, Refusal> {
     let view = store.current_shared()?;
-    let ticks: Vec<&(String, Arc<Tick>)> = view.iter().filter(|(_, t)| t.status == "live").collect();
+    let ticks: Vec<&(String, Arc<Tick>)> =
+        view.iter().filter(|(_, t)| t.status == "live").collect();
     let policy = basis.policy.as_str();
     let sha = basis.reference.as_deref();
     let inputs = Inputs {
