@@ -272,7 +272,8 @@ where
     names.into_iter().all(|k| {
         let k = k.as_ref().as_bytes();
         match mode {
-            Mode::Caller => !k.starts_with(b"GIT_") || inert(k),
+            // GIT_CONFIG_NOSYSTEM changes what git reads, but answers are keyed by it.
+            Mode::Caller => !k.starts_with(b"GIT_") || inert(k) || k == b"GIT_CONFIG_NOSYSTEM",
             Mode::Repository => !REDIRECTING.iter().any(|r| r.as_bytes() == k),
         }
     })
@@ -284,6 +285,8 @@ struct Env {
     cacheable: bool,
     home: Option<String>,
     xdg: Option<String>,
+    /// `GIT_CONFIG_NOSYSTEM` as set (answers with and without it are kept apart).
+    nosystem: Option<String>,
 }
 
 impl Env {
@@ -304,6 +307,7 @@ impl Env {
         };
         let home = text(get("HOME"));
         let xdg = text(get("XDG_CONFIG_HOME"));
+        let nosystem = text(get("GIT_CONFIG_NOSYSTEM"));
         if home.as_deref().is_some_and(|h| !h.starts_with('/'))
             || xdg
                 .as_deref()
@@ -315,6 +319,7 @@ impl Env {
             cacheable,
             home,
             xdg,
+            nosystem,
         }
     }
 
@@ -342,6 +347,8 @@ struct Entry {
     query: Query,
     home: Option<String>,
     xdg: Option<String>,
+    #[serde(default)]
+    nosystem: Option<String>,
     answer: Option<String>,
     deps: Vec<Dep>,
 }
@@ -522,7 +529,11 @@ impl FactCache {
 
     fn position(&self, canon: &str, q: Query) -> Option<usize> {
         self.entries.iter().position(|e| {
-            e.root == canon && e.query == q && e.home == self.env.home && e.xdg == self.env.xdg
+            e.root == canon
+                && e.query == q
+                && e.home == self.env.home
+                && e.xdg == self.env.xdg
+                && e.nosystem == self.env.nosystem
         })
     }
 
@@ -561,6 +572,7 @@ impl FactCache {
                 query: q,
                 home: self.env.home.clone(),
                 xdg: self.env.xdg.clone(),
+                nosystem: self.env.nosystem.clone(),
                 answer: answer.clone(),
                 deps: plan.deps,
             });
@@ -1251,7 +1263,9 @@ mod tests {
             ["HOME", "PATH", "XGIT_DIR"]
         ));
         assert!(!env_allows_caching(Mode::Caller, ["HOME", "GIT_DIR"]));
-        assert!(!env_allows_caching(Mode::Caller, ["GIT_CONFIG_NOSYSTEM"]));
+        assert!(!env_allows_caching(Mode::Caller, ["GIT_CONFIG_GLOBAL"]));
+        // Keyed, so allowed.
+        assert!(env_allows_caching(Mode::Caller, ["GIT_CONFIG_NOSYSTEM"]));
         assert!(!env_allows_caching(Mode::Caller, ["GIT_SSHX_DIR"]));
         // Transport, identity, editor and tracing variables cannot change these answers.
         assert!(env_allows_caching(
