@@ -40,22 +40,52 @@ pub struct Basis {
     pub state: u64,
 }
 
-/// One full evaluation of a store, ready to answer again.
+/// What one current tick contributed to an evaluation. Shared between evaluations: a tick
+/// nothing touched keeps its part.
+#[derive(Debug)]
+pub struct TickPart {
+    pub file: String,
+    pub tick: Arc<Tick>,
+    /// One row per test ground.
+    pub rows: Vec<CheckRow>,
+    /// Its `harvested` and `check` events, in order.
+    pub events: Vec<EventLine>,
+    /// The receipt keys of its test grounds: what can change it, besides the tick itself and
+    /// the basis.
+    pub keys: Vec<String>,
+    /// When the clock alone would change one of its verdicts.
+    pub expires: Option<OffsetDateTime>,
+}
+
+impl Basis {
+    /// Equal in everything but the generations of ticks, receipts and state files.
+    pub fn same_facts(&self, other: &Basis) -> bool {
+        self.offline == other.offline
+            && self.attest == other.attest
+            && self.policy == other.policy
+            && self.staleness_days == other.staleness_days
+            && self.reference == other.reference
+            && self.selected == other.selected
+            && self.head == other.head
+    }
+}
+
+/// One evaluation of a store, ready to answer again.
 #[derive(Debug)]
 pub struct Evaluation {
-    pub rows: Vec<CheckRow>,
+    /// The current live ticks, in view order.
+    pub parts: Vec<Arc<TickPart>>,
     pub tally: Tally,
     pub gating: bool,
     pub harvested: usize,
-    /// Current live ticks (the `check-run` event's `decisions`).
-    pub decisions: usize,
-    /// The `harvested` and `check` events, in order, waiting for a time stamp.
-    pub events: Vec<EventLine>,
+    pub total: usize,
     /// The first instant at which the clock alone could change a verdict.
     pub valid_until: Option<OffsetDateTime>,
     /// Every current tick's state file was written (a background pass only rewrites existing
     /// ones, so a check cannot reuse its evaluation until the files are all there).
     pub state_complete: bool,
+    /// The receipt cache's generation this evaluation read.
+    pub receipts: u64,
     table: OnceLock<Option<RowTable>>,
     plain_text: OnceLock<String>,
     plain: OnceLock<Option<PlainRows>>,
@@ -63,24 +93,34 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        rows: Vec<CheckRow>,
-        tally: Tally,
-        decisions: usize,
-        events: Vec<EventLine>,
-        valid_until: Option<OffsetDateTime>,
-        state_complete: bool,
-    ) -> Evaluation {
+    pub fn new(parts: Vec<Arc<TickPart>>, state_complete: bool, receipts: u64) -> Evaluation {
+        let mut tally = Tally::default();
+        let (mut gating, mut harvested, mut total) = (false, 0, 0);
+        let mut valid_until: Option<OffsetDateTime> = None;
+        for p in &parts {
+            for r in &p.rows {
+                match r.class.as_str() {
+                    "attention" => tally.gating += 1,
+                    "clear" => tally.green += 1,
+                    _ => tally.non_gating += 1,
+                }
+                gating |= r.gating;
+                harvested += usize::from(r.harvested);
+                total += 1;
+            }
+            if let Some(at) = p.expires {
+                valid_until = Some(valid_until.map_or(at, |u| u.min(at)));
+            }
+        }
         Evaluation {
-            gating: rows.iter().any(|r| r.gating),
-            harvested: rows.iter().filter(|r| r.harvested).count(),
-            rows,
+            parts,
             tally,
-            decisions,
-            events,
+            gating,
+            harvested,
+            total,
             valid_until,
             state_complete,
+            receipts,
             table: OnceLock::new(),
             plain_text: OnceLock::new(),
             plain: OnceLock::new(),
@@ -88,16 +128,26 @@ impl Evaluation {
         }
     }
 
+    /// Every row, in order.
+    pub fn rows(&self) -> impl Iterator<Item = &CheckRow> {
+        self.parts.iter().flat_map(|p| p.rows.iter())
+    }
+
+    /// Current live ticks (the `check-run` event's `decisions`).
+    pub fn decisions(&self) -> usize {
+        self.parts.len()
+    }
+
     /// The rows as a compact table, encoded once per evaluation.
     pub fn table(&self) -> Option<RowTable> {
         self.table
-            .get_or_init(|| RowTable::encode(&self.rows).ok())
+            .get_or_init(|| RowTable::encode(self.rows()).ok())
             .clone()
     }
 
     fn plain_text(&self) -> &str {
         self.plain_text
-            .get_or_init(|| proto::rpc::plain_lines(&self.rows))
+            .get_or_init(|| proto::rpc::plain_lines(self.rows()))
     }
 
     /// The rows as plain lines, encoded once per evaluation.
@@ -126,8 +176,8 @@ impl Evaluation {
     /// Every event line for a check at `now`, newline-terminated.
     pub fn event_lines(&self, now: OffsetDateTime) -> String {
         let ts = crate::clock::format(now);
-        let mut out = String::with_capacity(self.events.len() * 160);
-        for e in &self.events {
+        let mut out = String::with_capacity(self.parts.len() * 160);
+        for e in self.parts.iter().flat_map(|p| p.events.iter()) {
             e.write(&mut out, &ts, now);
         }
         out
@@ -201,14 +251,28 @@ impl Memos {
     ) -> Option<Arc<Evaluation>> {
         let i = self.entries.iter().position(|(b, _)| b == basis)?;
         let e = &self.entries[i].1;
-        if e.valid_until.is_some_and(|t| now >= t) || (complete && !e.state_complete) {
+        if e.valid_until.is_some_and(|t| now >= t) {
             self.entries.remove(i);
             return None;
+        }
+        if complete && !e.state_complete {
+            return None; // still good to build on
         }
         let hit = self.entries.remove(i);
         let e = Arc::clone(&hit.1);
         self.entries.push(hit);
         Some(e)
+    }
+
+    /// The latest evaluation for the same flags and facts whose only differences are in the
+    /// ticks, the receipts or the state files, and which the clock has not overtaken: a new
+    /// evaluation can keep every tick part those differences did not touch.
+    pub fn prior(&self, basis: &Basis, now: OffsetDateTime) -> Option<Arc<Evaluation>> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(b, e)| b.same_facts(basis) && e.valid_until.is_none_or(|t| now < t))
+            .map(|(_, e)| Arc::clone(e))
     }
 
     pub fn put(&mut self, basis: Basis, e: Arc<Evaluation>) {
@@ -371,22 +435,25 @@ mod tests {
         let now = crate::clock::parse("2026-03-01T00:00:00Z").expect("now");
         let later = now + time::Duration::hours(1);
         let mut m = Memos::default();
-        let e = Evaluation::new(
-            Vec::new(),
-            Tally::default(),
-            0,
-            Vec::new(),
-            Some(later),
-            true,
-        );
+        let part = TickPart {
+            file: "bbbbbbbbbbbb".into(),
+            tick: Arc::new(tick()),
+            rows: Vec::new(),
+            events: Vec::new(),
+            keys: Vec::new(),
+            expires: Some(later),
+        };
+        let e = Evaluation::new(vec![Arc::new(part)], true, 1);
+        assert_eq!(e.valid_until, Some(later));
         m.put(basis.clone(), Arc::new(e));
+        assert!(m.prior(&basis, now).is_some());
         assert!(m.get(&basis, now, true).is_some());
         let mut moved = basis.clone();
         moved.receipts = 2;
         assert!(m.get(&moved, now, true).is_none());
         assert!(m.get(&basis, later, true).is_none(), "expired");
         assert!(m.get(&basis, now, true).is_none(), "and forgotten");
-        let partial = Evaluation::new(Vec::new(), Tally::default(), 0, Vec::new(), None, false);
+        let partial = Evaluation::new(Vec::new(), false, 1);
         m.put(basis.clone(), Arc::new(partial));
         assert!(m.get(&basis, now, false).is_some());
         assert!(m.get(&basis, now, true).is_none());

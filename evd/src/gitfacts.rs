@@ -1421,6 +1421,7 @@ mod tests {
                 query: Query::Head,
                 home: None,
                 xdg: None,
+                nosystem: None,
                 answer: None,
                 deps: Vec::new(),
             });

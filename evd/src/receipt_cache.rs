@@ -26,6 +26,10 @@ pub struct ReceiptCache {
     files: HashMap<String, Arc<Vec<Receipt>>>,
     /// Moves whenever what this cache could answer may have changed.
     generation: u64,
+    /// The generation at which each receipt file last changed by name.
+    changed_at: HashMap<String, u64>,
+    /// The generation of the last change that named no file (a rescan).
+    rescanned_at: u64,
 }
 
 impl ReceiptCache {
@@ -38,6 +42,8 @@ impl ReceiptCache {
             absent: false,
             files: HashMap::new(),
             generation: 0,
+            changed_at: HashMap::new(),
+            rescanned_at: 0,
         }
     }
 
@@ -58,6 +64,7 @@ impl ReceiptCache {
                 for n in names {
                     self.files.remove(&n);
                     if let Some(k) = n.strip_suffix(".jsonl") {
+                        self.changed_at.insert(k.to_string(), self.generation);
                         keys.push(k.to_string());
                     }
                 }
@@ -65,6 +72,8 @@ impl ReceiptCache {
             }
             Changes::Rescan => {
                 self.generation += 1;
+                self.rescanned_at = self.generation;
+                self.changed_at.clear();
                 self.files.clear();
                 // Watch first, then read: a change made after this point is queued, never lost.
                 // A directory that does not exist (or is a link) gets no watch: every read then
@@ -76,6 +85,20 @@ impl ReceiptCache {
                 None
             }
         }
+    }
+
+    /// The receipt keys that changed after generation `since`, or `None` when anything may have.
+    pub fn changed_since(&self, since: u64) -> Option<std::collections::HashSet<&str>> {
+        if self.rescanned_at > since {
+            return None;
+        }
+        Some(
+            self.changed_at
+                .iter()
+                .filter(|(_, g)| **g > since)
+                .map(|(k, _)| k.as_str())
+                .collect(),
+        )
     }
 
     /// A number that moves whenever a receipt may have changed since it was last read.
@@ -129,13 +152,24 @@ mod tests {
         assert_eq!(cache.generation(), g, "nothing changed");
         crate::fsio::append(&file, line("t", "red").as_bytes()).expect("append");
         let key = proto::id::receipt_key("t");
-        assert_eq!(cache.sync(), Some(vec![key]));
+        assert_eq!(cache.sync(), Some(vec![key.clone()]));
         assert!(cache.generation() > g);
+        let changed = cache.changed_since(g).expect("known");
+        assert!(changed.contains(key.as_str()) && changed.len() == 1);
+        assert!(cache
+            .changed_since(cache.generation())
+            .expect("known")
+            .is_empty());
         let r = cache.get("t");
         assert_eq!(r.len(), 2);
         assert_eq!(r[1].result, crate::receipts::RunResult::Red);
         std::fs::remove_dir_all(&dir).expect("rm");
+        let g = cache.generation();
         assert_eq!(cache.sync(), None);
+        assert!(
+            cache.changed_since(g).is_none(),
+            "a rescan may have changed anything"
+        );
         assert!(cache.get("t").is_empty());
     }
 }

@@ -53,28 +53,17 @@ impl Drop for StoreActor {
     }
 }
 
-/// React to what the watcher saw: keep the state files and the verdict snapshot current.
-/// Receipts and new or edited tick files re-evaluate only the ticks they concern; git, the
-/// selected-list, the config, a supersession or a rescan re-evaluate everything.
+/// React to what the watcher saw: keep the state files and the verdict snapshot current. The
+/// evaluation itself finds what changed (and re-evaluates only the ticks it concerns); a
+/// watcher that lost events makes it start from scratch.
 fn on_changes(store: &mut Store, c: &Changes) {
     if !store.lock_is_valid() {
         return;
     }
-    // Bring the tick cache up to date and learn which tick files changed.
-    let _ = store.refresh();
-    let touched = store.take_touched();
-    let local = !(c.git || c.selected || c.config || c.rescan);
-    // A new supersession changes other ticks' view: evaluate everything then.
-    let scope = match touched {
-        Some(ticks) if local && !ticks.iter().any(|t| store.supersedes_any(t)) => {
-            Some(crate::verbs::check::Scope {
-                receipt_keys: c.receipts.clone(),
-                ticks,
-            })
-        }
-        _ => None,
-    };
-    if let Err(e) = crate::verbs::check::refresh_verdicts(store, scope.as_ref()) {
+    if c.rescan {
+        store.memos.clear();
+    }
+    if let Err(e) = crate::verbs::check::refresh_verdicts(store) {
         tracing::debug!(error = %e.message, "re-evaluation after a change failed");
     }
 }

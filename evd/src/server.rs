@@ -190,7 +190,7 @@ impl EvApiServer for Rpc {
                 store.require()?;
                 store.acquire("evd")?;
                 if !store.has_verdict_baseline() {
-                    crate::verbs::check::refresh_verdicts(store, None)?;
+                    crate::verbs::check::refresh_verdicts(store)?;
                 }
                 Ok(())
             })

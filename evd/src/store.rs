@@ -103,9 +103,6 @@ pub struct Store {
     /// The flags of the last `check` (`offline`, `attest`): the state files hold what such a
     /// check reads, so a background re-evaluation uses the same ones.
     pub last_check: (bool, Option<Vec<String>>),
-    /// Tick files read or written since the last [`Store::take_touched`]; `None` after a full
-    /// rescan (everything may have changed).
-    touched: Option<BTreeSet<String>>,
     /// Moves whenever the tick cache took in a change.
     ticks_generation: u64,
     /// The current view as of a tick generation.
@@ -132,7 +129,8 @@ impl Drop for Store {
 pub type CurrentView = Vec<(String, Arc<Tick>)>;
 
 /// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
-pub type VerdictSnapshot = std::collections::HashMap<(String, usize), (String, String, String)>;
+pub type VerdictSnapshot =
+    std::collections::HashMap<String, std::collections::HashMap<usize, (String, String, String)>>;
 
 /// receipt commit → `triggered_by` paths → whether a triggering change landed since.
 pub type TriggerAnswers =
@@ -163,7 +161,6 @@ impl Store {
             verdicts: None,
             unsent: Vec::new(),
             last_check: (false, None),
-            touched: Some(BTreeSet::new()),
             ticks_generation: 0,
             view: None,
             receipts: crate::receipt_cache::ReceiptCache::new(&results),
@@ -372,7 +369,6 @@ impl Store {
         }
         let mut next = BTreeMap::new();
         self.suspects.clear();
-        self.touched = None;
         self.ticks_generation += 1;
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
@@ -401,9 +397,6 @@ impl Store {
 
     /// Re-read one entry inotify named (whatever its stamp says: it changed).
     fn reload_one(&mut self, dir: &Path, name: String) {
-        if let Some(t) = &mut self.touched {
-            t.insert(name.clone());
-        }
         match fs::symlink_metadata(dir.join(&name)) {
             Ok(m) if !m.is_dir() => {
                 let fresh = load(&dir.join(&name), &name, &m);
@@ -430,9 +423,6 @@ impl Store {
                 self.ticks_generation += 1;
                 let fresh = load(&path, &name, &m);
                 self.files.insert(name.clone(), fresh);
-                if let Some(t) = &mut self.touched {
-                    t.insert(name.clone());
-                }
             }
             if !self.files.get(&name).is_some_and(is_suspect) {
                 self.suspects.remove(&name);
@@ -547,58 +537,62 @@ impl Store {
         }
     }
 
-    /// Fold a plain evaluation's labels into the snapshot and say what changed. `full`: every
-    /// ground in view was evaluated, so grounds not seen have left the view. The first
-    /// evaluation only sets the baseline.
+    /// Fold a plain evaluation's labels — every test ground in view: `(tick, ground, decision,
+    /// claim, label)` — into the snapshot and say what changed (grounds no longer seen have left
+    /// the view). The first evaluation only sets the baseline. Costs no allocation for a ground
+    /// whose label did not move.
     pub fn update_verdicts(
         &mut self,
-        seen: Vec<(String, usize, String, String, &'static str)>,
-        full: bool,
+        seen: &[(&str, usize, &str, &str, &str)],
     ) -> Vec<proto::rpc::VerdictChange> {
         use proto::rpc::VerdictChange;
         let baseline = self.verdicts.is_none();
-        if baseline && !full {
-            // A partial evaluation cannot set a baseline: it would misreport the rest later.
-            return Vec::new();
-        }
         let snap = self.verdicts.get_or_insert_with(Default::default);
         let mut changes = Vec::new();
-        let mut in_view = std::collections::HashSet::new();
-        for (tick, gi, decision, claim, label) in seen {
-            in_view.insert((tick.clone(), gi));
-            let old = snap.insert(
-                (tick.clone(), gi),
-                (decision.clone(), claim.clone(), label.to_string()),
+        for &(tick, gi, decision, claim, label) in seen {
+            let known = snap.get(tick).and_then(|g| g.get(&gi));
+            if known.is_some_and(|k| k.2 == label) {
+                continue;
+            }
+            let old = snap.entry(tick.to_string()).or_default().insert(
+                gi,
+                (decision.to_string(), claim.to_string(), label.to_string()),
             );
-            let old_label = old.map(|o| o.2);
-            if old_label.as_deref() != Some(label) {
+            changes.push(VerdictChange {
+                tick_id: tick.to_string(),
+                ground_index: gi,
+                decision: decision.to_string(),
+                claim: claim.to_string(),
+                old: old.map(|o| o.2),
+                new: Some(label.to_string()),
+            });
+        }
+        let in_view: std::collections::HashSet<(&str, usize)> =
+            seen.iter().map(|&(t, g, ..)| (t, g)).collect();
+        let mut gone = Vec::new();
+        for (tick, grounds) in snap.iter() {
+            for gi in grounds.keys() {
+                if !in_view.contains(&(tick.as_str(), *gi)) {
+                    gone.push((tick.clone(), *gi));
+                }
+            }
+        }
+        for (tick, gi) in gone {
+            let Some(grounds) = snap.get_mut(&tick) else {
+                continue;
+            };
+            if let Some((decision, claim, label)) = grounds.remove(&gi) {
                 changes.push(VerdictChange {
-                    tick_id: tick,
+                    tick_id: tick.clone(),
                     ground_index: gi,
                     decision,
                     claim,
-                    old: old_label,
-                    new: Some(label.to_string()),
+                    old: Some(label),
+                    new: None,
                 });
             }
-        }
-        if full {
-            let gone: Vec<(String, usize)> = snap
-                .keys()
-                .filter(|k| !in_view.contains(*k))
-                .cloned()
-                .collect();
-            for k in gone {
-                if let Some((decision, claim, label)) = snap.remove(&k) {
-                    changes.push(VerdictChange {
-                        tick_id: k.0,
-                        ground_index: k.1,
-                        decision,
-                        claim,
-                        old: Some(label),
-                        new: None,
-                    });
-                }
+            if grounds.is_empty() {
+                snap.remove(&tick);
             }
         }
         if baseline {
@@ -612,17 +606,6 @@ impl Store {
     /// Whether a full plain evaluation has set the verdict baseline.
     pub fn has_verdict_baseline(&self) -> bool {
         self.verdicts.is_some()
-    }
-
-    /// The tick files that changed since the last call, or `None` when everything may have
-    /// (a full rescan happened).
-    pub fn take_touched(&mut self) -> Option<BTreeSet<String>> {
-        self.touched.replace(BTreeSet::new())
-    }
-
-    /// Whether the cached tick `name` carries a `supersedes` edge (it changes others' view).
-    pub fn supersedes_any(&self, name: &str) -> bool {
-        matches!(self.files.get(name).map(|c| &c.entry), Some(Entry::Tick(t)) if t.supersedes.is_some())
     }
 
     /// The verdict changes found since the last call, for the subscribers.

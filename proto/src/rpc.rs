@@ -988,9 +988,11 @@ impl CheckRow {
 
 impl RowTable {
     /// The table of these rows.
-    pub fn encode(rows: &[CheckRow]) -> Result<RowTable, serde_json::Error> {
+    pub fn encode<'r>(
+        rows: impl IntoIterator<Item = &'r CheckRow>,
+    ) -> Result<RowTable, serde_json::Error> {
         let cells: Vec<[Option<&str>; 8]> = rows
-            .iter()
+            .into_iter()
             .map(|r| {
                 [
                     Some(r.label.as_str()),
@@ -1028,8 +1030,8 @@ pub fn plain_row(label: &str, file: &str, claim: &str, detail: &str) -> String {
 }
 
 /// The plain listing's rows, each ending in a newline.
-pub fn plain_lines(rows: &[CheckRow]) -> String {
-    let mut text = String::with_capacity(rows.len() * 112);
+pub fn plain_lines<'r>(rows: impl IntoIterator<Item = &'r CheckRow>) -> String {
+    let mut text = String::new();
     for r in rows {
         text.push_str(&plain_row(&r.label, &r.file, &r.claim, &r.detail));
         text.push('\n');

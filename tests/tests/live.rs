@@ -299,6 +299,26 @@ fn a_repeated_check_is_never_behind_any_change() {
     let now = rows(&w);
     assert_eq!(now.lines().filter(|l| l.contains('\t')).count(), 2, "{now}");
 
+    // A re-tag replaces the first decision in the view by its child.
+    w.evctl(
+        repo.path(),
+        &[
+            "supersede",
+            &id,
+            "--authority",
+            "agent-disposable",
+            "--blame",
+            "b",
+        ],
+    )
+    .ok();
+    let retagged = rows(&w);
+    assert!(
+        !retagged.contains(&id),
+        "the superseded tick left the view: {retagged}"
+    );
+    assert!(retagged.contains("green\t"), "{retagged}");
+
     // A commit touching the trigger makes the run stale, with no wait for the watcher.
     std::fs::write(repo.path().join("deps.txt"), "redis\n").expect("write");
     git(&repo, &["add", "deps.txt"]);

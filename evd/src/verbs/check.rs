@@ -11,12 +11,12 @@ use proto::json::q;
 use proto::model::{is_40_lower_hex, Check};
 use proto::rpc::{
     AppendReceiptsRequest, AppendReceiptsResult, CheckPlan, CheckRequest, CheckResult, CheckRow,
-    PlannedRun, Refusal, StalenessRef, Tally, VerdictChange, Warning,
+    PlannedRun, Refusal, StalenessRef, VerdictChange, Warning,
 };
 use proto::Tick;
 use serde_json::{Map, Value};
 
-use crate::check_memo::{Basis, Evaluation, EventLine};
+use crate::check_memo::{Basis, Evaluation, EventLine, TickPart};
 use crate::fsio;
 use crate::receipts::{Receipt, RunResult};
 use crate::store::Store;
@@ -240,7 +240,8 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     let eval = match store.memos.get(&basis, now, true) {
         Some(e) => e,
         None => {
-            let e = Arc::new(evaluate(store, &basis, now, true, None)?);
+            let prior = store.memos.prior(&basis, now);
+            let e = Arc::new(evaluate(store, &basis, now, true, prior.as_deref())?);
             store.memos.put(basis.clone(), Arc::clone(&e));
             e
         }
@@ -248,7 +249,7 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     let mut lines = eval.event_lines(now);
     let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let mut run = Map::new();
-    run.insert("decisions".into(), eval.decisions.into());
+    run.insert("decisions".into(), eval.decisions().into());
     run.insert("op".into(), "check-run".into());
     run.insert("ts".into(), crate::clock::format(now).into());
     run.insert("wall_ms".into(), wall_ms.into());
@@ -285,12 +286,12 @@ fn answer(
         rows: if table.is_some() || plain.is_some() || plain_file.is_some() {
             Vec::new()
         } else {
-            e.rows.clone()
+            e.rows().cloned().collect()
         },
         table,
         plain,
         plain_file,
-        total_test_bindings: e.rows.len(),
+        total_test_bindings: e.total,
         harvested_unproven: e.harvested,
         ran: req.ran,
         staleness_ref: StalenessRef { policy, sha },
@@ -300,22 +301,11 @@ fn answer(
     }
 }
 
-/// What a partial re-evaluation covers: the ticks bound to these receipt keys, and these tick
-/// files themselves.
-#[derive(Debug, Default, Clone)]
-pub struct Scope {
-    pub receipt_keys: std::collections::BTreeSet<String>,
-    pub ticks: std::collections::BTreeSet<String>,
-}
-
 /// Re-evaluate after a change seen by the watcher, as a check with the last check's flags
 /// would (the view the state files hold), keeping the state files current without recording
-/// check events. `only`: when only receipts and tick files changed, the ticks to re-evaluate.
+/// check events. Only the ticks the change concerns are evaluated again (see [`evaluate`]).
 /// Returns the verdicts that changed since the last evaluation.
-pub fn refresh_verdicts(
-    store: &mut Store,
-    only: Option<&Scope>,
-) -> Result<Vec<VerdictChange>, Refusal> {
+pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal> {
     store.require()?;
     if !store.results_dir().join("state").is_dir() {
         // In the background, never recreate what someone is removing.
@@ -336,20 +326,19 @@ pub fn refresh_verdicts(
     };
     let basis = basis(store, offline, attest, &config, reference)?;
     let now = crate::clock::now();
-    let e = evaluate(store, &basis, now, false, only)?;
-    // Then evaluate everything, so that the next check is answered from memory rather than
-    // paying for the change itself (what the partial pass found is not found again).
-    let e = match only {
-        None => e,
-        Some(_) => evaluate(store, &basis, now, false, None)?,
-    };
-    store.memos.put(basis, Arc::new(e));
+    if store.memos.get(&basis, now, false).is_none() {
+        let prior = store.memos.prior(&basis, now);
+        let e = evaluate(store, &basis, now, false, prior.as_deref())?;
+        store.memos.put(basis, Arc::new(e));
+    }
     Ok(std::mem::take(&mut store.pending_changes))
 }
 
-/// Evaluate every test binding of the current live view on `basis` at `now`. With `record` (a
-/// real check), state files are created as needed; `only` limits the work to the ticks a
-/// change concerns (such a partial evaluation is not an answer to anything). A plain
+/// Evaluate every test binding of the current live view on `basis` at `now`, one tick at a
+/// time. A tick part of `prior` (an evaluation on the same facts but older ticks, receipts or
+/// state files) is kept as is when its tick is the very same cached tick, none of its receipt
+/// files changed since, and its state file is the one this store wrote: then nothing it depends
+/// on moved. With `record` (a real check), state files are created as needed. A plain
 /// evaluation (no attest, not offline) also updates the store's verdict snapshot; the changes
 /// found are left in `store.pending_changes`.
 fn evaluate(
@@ -357,155 +346,180 @@ fn evaluate(
     basis: &Basis,
     now: time::OffsetDateTime,
     record: bool,
-    only: Option<&Scope>,
+    prior: Option<&Evaluation>,
 ) -> Result<Evaluation, Refusal> {
     let view = store.current_shared()?;
-    let ticks: Vec<&(String, Arc<Tick>)> =
-        view.iter().filter(|(_, t)| t.status == "live").collect();
-    let policy = basis.policy.as_str();
-    let sha = basis.reference.as_deref();
+    let changed: Option<std::collections::HashSet<String>> = prior.and_then(|p| {
+        store
+            .receipts
+            .changed_since(p.receipts)
+            .map(|keys| keys.into_iter().map(str::to_string).collect())
+    });
+    let reusable: std::collections::HashMap<&str, &Arc<TickPart>> = match (prior, &changed) {
+        (Some(p), Some(_)) => p.parts.iter().map(|t| (t.file.as_str(), t)).collect(),
+        _ => std::collections::HashMap::new(),
+    };
     let inputs = Inputs {
-        reference_sha: sha,
+        reference_sha: basis.reference.as_deref(),
         attest: basis.attest.as_deref(),
         selected: basis.selected.as_ref(),
         now,
         staleness_days: basis.staleness_days,
     };
-    let root = store.root().to_path_buf();
     let mut memo = store.take_trigger_memo(basis.head.as_deref());
-    let mut rows = Vec::new();
-    let mut events = Vec::new();
-    let mut valid_until: Option<time::OffsetDateTime> = None;
+    let mut parts = Vec::with_capacity(view.len());
     let mut complete = true;
-    let plain = basis.attest.is_none() && !basis.offline;
-    let mut seen_labels: Vec<(String, usize, String, String, &'static str)> = Vec::new();
-    let touches = |tick: &Tick, keys: &std::collections::BTreeSet<String>| {
-        tick.grounds.iter().any(|g| match &g.check {
-            Some(Check::Test { reference, .. }) => {
-                keys.contains(&proto::id::receipt_key(reference))
-            }
-            _ => false,
-        })
-    };
-    for &(file, tick) in &ticks {
-        if only.is_some_and(|sc| !sc.ticks.contains(file) && !touches(tick, &sc.receipt_keys)) {
+    for (file, tick) in view.iter().filter(|(_, t)| t.status == "live") {
+        let kept = reusable.get(file.as_str()).filter(|p| {
+            Arc::ptr_eq(&p.tick, tick)
+                && changed
+                    .as_ref()
+                    .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k)))
+                && store.state_written.contains_key(tick.id.as_str())
+        });
+        if let Some(p) = kept {
+            parts.push(Arc::clone(p));
             continue;
         }
-        let mut graded = Vec::with_capacity(tick.grounds.len());
-        let mut test_labels = Vec::new();
-        let mut replaced = Vec::new();
-        for (gi, g) in tick.grounds.iter().enumerate() {
-            let Some(Check::Test {
-                reference,
-                counter_test,
-                liveness,
-                ..
-            }) = &g.check
-            else {
-                graded.push(Graded {
-                    label: Label::NotApplicable,
-                    missing: Vec::new(),
-                });
-                continue;
-            };
-            let recs = store.receipts.get(reference);
-            let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
-                let paths = liveness.triggered_by.as_slice();
-                match memo.get(r.commit.as_str()).and_then(|m| m.get(paths)) {
-                    Some(&known) => known,
-                    None => {
-                        let answer = triggered_since(&root, &r.commit, paths);
-                        memo.entry(r.commit.clone())
-                            .or_default()
-                            .insert(paths.to_vec(), answer);
-                        answer
-                    }
-                }
-            });
-            let v = verdict::evaluate(g.check.as_ref(), &recs, triggered, &inputs);
-            if let Some(at) = v.expires {
-                valid_until = Some(valid_until.map_or(at, |u| u.min(at)));
-            }
-            let (label, memo_reason) = verdict::lock(tick, v.label);
-            if memo_reason.is_some() {
-                replaced.push(v.label);
-            }
-            let harvested = counter_test.is_none();
-            let mut detail = verdict::detail(label, &v.missing, &recs);
-            if harvested {
-                detail = format!("harvested — falsifiability not proven; {detail}");
-                events.push(EventLine::new(
-                    "harvested",
-                    tick,
-                    &[("verdict", label.event_label())],
-                ));
-            }
-            rows.push(CheckRow {
-                label: label.as_str().into(),
-                tick_id: tick.id.clone(),
-                file: file.clone(),
-                decision: tick.decision.clone(),
-                claim: g.claim.clone(),
-                supports: g.supports.clone(),
-                ground_index: gi,
-                detail,
-                harvested,
-                class: label.class().into(),
-                gating: label.gates(),
-                memo_reason,
-                event_label: label.event_label(),
-            });
-            if plain {
-                seen_labels.push((
-                    tick.id.clone(),
-                    gi,
-                    tick.decision.clone(),
-                    g.claim.clone(),
-                    label.as_str(),
-                ));
-            }
-            test_labels.push(label);
-            graded.push(Graded {
-                label,
-                missing: v.missing,
-            });
-        }
-        if let Some((worst, masked)) = verdict::roll_up(&test_labels) {
-            let mut extra = vec![("verdict", worst)];
-            if let Some(m) = masked {
-                extra.push(("masked_stale", m));
-            }
-            if let Some((from, _)) = verdict::roll_up(&replaced) {
-                extra.push(("suppressed_from", from));
-            }
-            events.push(EventLine::new("check", tick, &extra));
-        }
-        complete &= write_state(store, tick, &graded, policy, sha, record);
+        let (part, graded) = evaluate_tick(store, file, tick, &inputs, &mut memo);
+        complete &= write_state(
+            store,
+            tick,
+            &graded,
+            &basis.policy,
+            basis.reference.as_deref(),
+            record,
+        );
+        parts.push(Arc::new(part));
     }
     store.keep_trigger_memo(basis.head.clone(), memo);
     // Take in this pass's own writes now, so that a change someone makes to one of those files
     // later is never mistaken for ours.
     store.state_watch.sync(&mut store.state_written);
-    if plain {
-        let changes = store.update_verdicts(seen_labels, only.is_none());
+    if basis.attest.is_none() && !basis.offline {
+        let seen: Vec<(&str, usize, &str, &str, &str)> = parts
+            .iter()
+            .flat_map(|p| {
+                p.rows.iter().map(|r| {
+                    (
+                        r.tick_id.as_str(),
+                        r.ground_index,
+                        r.decision.as_str(),
+                        r.claim.as_str(),
+                        r.label.as_str(),
+                    )
+                })
+            })
+            .collect();
+        let changes = store.update_verdicts(&seen);
         store.pending_changes.extend(changes);
     }
-    let mut tally = Tally::default();
-    for r in &rows {
-        match r.class.as_str() {
-            "attention" => tally.gating += 1,
-            "clear" => tally.green += 1,
-            _ => tally.non_gating += 1,
+    Ok(Evaluation::new(parts, complete, basis.receipts))
+}
+
+/// One tick's rows, events and state-file verdicts.
+fn evaluate_tick(
+    store: &mut Store,
+    file: &str,
+    tick: &Arc<Tick>,
+    inputs: &Inputs,
+    memo: &mut crate::store::TriggerAnswers,
+) -> (TickPart, Vec<Graded>) {
+    let root = store.root().to_path_buf();
+    let mut graded = Vec::with_capacity(tick.grounds.len());
+    let mut rows = Vec::new();
+    let mut events = Vec::new();
+    let mut keys = Vec::new();
+    let mut expires: Option<time::OffsetDateTime> = None;
+    let mut test_labels = Vec::new();
+    let mut replaced = Vec::new();
+    for (gi, g) in tick.grounds.iter().enumerate() {
+        let Some(Check::Test {
+            reference,
+            counter_test,
+            liveness,
+            ..
+        }) = &g.check
+        else {
+            graded.push(Graded {
+                label: Label::NotApplicable,
+                missing: Vec::new(),
+            });
+            continue;
+        };
+        keys.push(proto::id::receipt_key(reference));
+        let recs = store.receipts.get(reference);
+        let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
+            let paths = liveness.triggered_by.as_slice();
+            match memo.get(r.commit.as_str()).and_then(|m| m.get(paths)) {
+                Some(&known) => known,
+                None => {
+                    let answer = triggered_since(&root, &r.commit, paths);
+                    memo.entry(r.commit.clone())
+                        .or_default()
+                        .insert(paths.to_vec(), answer);
+                    answer
+                }
+            }
+        });
+        let v = verdict::evaluate(g.check.as_ref(), &recs, triggered, inputs);
+        if let Some(at) = v.expires {
+            expires = Some(expires.map_or(at, |u| u.min(at)));
         }
+        let (label, memo_reason) = verdict::lock(tick, v.label);
+        if memo_reason.is_some() {
+            replaced.push(v.label);
+        }
+        let harvested = counter_test.is_none();
+        let mut detail = verdict::detail(label, &v.missing, &recs);
+        if harvested {
+            detail = format!("harvested — falsifiability not proven; {detail}");
+            events.push(EventLine::new(
+                "harvested",
+                tick,
+                &[("verdict", label.event_label())],
+            ));
+        }
+        rows.push(CheckRow {
+            label: label.as_str().into(),
+            tick_id: tick.id.clone(),
+            file: file.to_string(),
+            decision: tick.decision.clone(),
+            claim: g.claim.clone(),
+            supports: g.supports.clone(),
+            ground_index: gi,
+            detail,
+            harvested,
+            class: label.class().into(),
+            gating: label.gates(),
+            memo_reason,
+            event_label: label.event_label(),
+        });
+        test_labels.push(label);
+        graded.push(Graded {
+            label,
+            missing: v.missing,
+        });
     }
-    Ok(Evaluation::new(
+    if let Some((worst, masked)) = verdict::roll_up(&test_labels) {
+        let mut extra = vec![("verdict", worst)];
+        if let Some(m) = masked {
+            extra.push(("masked_stale", m));
+        }
+        if let Some((from, _)) = verdict::roll_up(&replaced) {
+            extra.push(("suppressed_from", from));
+        }
+        events.push(EventLine::new("check", tick, &extra));
+    }
+    let part = TickPart {
+        file: file.to_string(),
+        tick: Arc::clone(tick),
         rows,
-        tally,
-        ticks.len(),
         events,
-        valid_until,
-        complete,
-    ))
+        keys,
+        expires,
+    };
+    (part, graded)
 }
 
 /// `ev.check.plan`: every test binding of the current live view, in check order.
