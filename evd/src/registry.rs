@@ -86,11 +86,7 @@ impl StoreActor {
                 while let Ok(msg) = rx.recv() {
                     match msg {
                         Msg::Stop => break,
-                        Msg::Job(job) => {
-                            job(&mut store);
-                            // The answer is on its way: now the writes that could wait for it.
-                            store.flush_deferred();
-                        }
+                        Msg::Job(job) => job(&mut store),
                         Msg::Changes(c) => {
                             on_changes(&mut store, &c);
                             if c.rescan {

@@ -115,14 +115,6 @@ pub struct Store {
     pub memos: crate::check_memo::Memos,
     /// Verdict changes the last evaluation found, for its caller to take.
     pub pending_changes: Vec<proto::rpc::VerdictChange>,
-    /// Event lines to append once the current request is answered (see [`Store::defer_events`]).
-    deferred_events: String,
-}
-
-impl Drop for Store {
-    fn drop(&mut self) {
-        self.flush_deferred();
-    }
 }
 
 /// The current view: `(file name, tick)`, newest first.
@@ -167,7 +159,6 @@ impl Store {
             state_watch: crate::check_memo::StateWatch::new(&results),
             memos: crate::check_memo::Memos::default(),
             pending_changes: Vec::new(),
-            deferred_events: String::new(),
         }
     }
 
@@ -895,23 +886,6 @@ impl Store {
         let mut l = line.to_string();
         l.push('\n');
         self.append_events(&l);
-    }
-
-    /// Append these newline-terminated event lines after the current request is answered: the
-    /// owner of the store calls [`Store::flush_deferred`] before it takes the next request (and
-    /// dropping the store flushes too), so the log keeps the order of the requests.
-    pub fn defer_events(&mut self, lines: String) {
-        if self.deferred_events.is_empty() {
-            self.deferred_events = lines;
-        } else {
-            self.deferred_events.push_str(&lines);
-        }
-    }
-
-    /// Write what [`Store::defer_events`] held back.
-    pub fn flush_deferred(&mut self) {
-        let lines = std::mem::take(&mut self.deferred_events);
-        self.append_events(&lines);
     }
 
     /// Append newline-terminated lines to `results/events.jsonl` in one write. Best-effort.

@@ -255,7 +255,7 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     run.insert("wall_ms".into(), wall_ms.into());
     lines.push_str(&proto::json::compact(&Value::Object(run)));
     lines.push('\n');
-    store.defer_events(lines);
+    store.append_events(&lines);
     Ok(answer(
         &eval,
         req,
