@@ -5,7 +5,9 @@
 //! (device, inode, mtime, ctime, length, or "absent") of every file that answer can depend on.
 //! The answer is reused only while every one of those stamps is unchanged; anything we cannot
 //! reason about (a `.git` file, reftable, a nested symref, config includes, a `GIT_*`
-//! environment, files changed within the last moments) is simply never cached.
+//! variable that can redirect git, files changed within the last moments) is simply never
+//! cached. Transport, identity, editor, pager and tracing variables are inert, and
+//! `GIT_CONFIG_NOSYSTEM` is part of an answer's key.
 //!
 //! What an answer depends on, in a repository whose `.git` is a real directory:
 //!
