@@ -418,17 +418,25 @@ impl FactCache {
     }
 
     /// An empty cache deciding by the environment `vars` instead of the process's. In
-    /// [`Mode::Caller`] its `HOME` and `XDG_CONFIG_HOME` are also what git is spawned with.
+    /// [`Mode::Caller`] git is also spawned with them: its `HOME`, `XDG_CONFIG_HOME` and every
+    /// variable that changes which config git reads are taken from `vars` (or removed), never
+    /// from this process.
     pub fn with_env<I: IntoIterator<Item = (OsString, OsString)>>(
         mode: Mode,
         vars: I,
     ) -> FactCache {
-        let env = Env::from_vars(mode, vars);
+        let vars: Vec<(OsString, OsString)> = vars.into_iter().collect();
+        let env = Env::from_vars(mode, vars.iter().cloned());
         let mut c = FactCache::new(mode, env.clone());
+        let from_vars = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         c.overrides = vec![
             ("HOME", env.home.map(OsString::from)),
             ("XDG_CONFIG_HOME", env.xdg.map(OsString::from)),
+            ("GIT_CONFIG_NOSYSTEM", from_vars("GIT_CONFIG_NOSYSTEM")),
         ];
+        for name in REDIRECTING {
+            c.overrides.push((name, from_vars(name)));
+        }
         c
     }
 
@@ -933,6 +941,9 @@ mod tests {
                 .args(args)
                 .env("HOME", self.home.path())
                 .env_remove("XDG_CONFIG_HOME")
+                .env_remove("GIT_CONFIG_GLOBAL")
+                .env_remove("GIT_CONFIG_SYSTEM")
+                .env_remove("GIT_CONFIG_NOSYSTEM")
                 .env_remove("GIT_DIR")
                 .env_remove("GIT_WORK_TREE")
                 .env_remove("GIT_INDEX_FILE")
@@ -959,6 +970,9 @@ mod tests {
                 .arg(self.root())
                 .args(args)
                 .env("HOME", self.home.path())
+                .env_remove("GIT_CONFIG_GLOBAL")
+                .env_remove("GIT_CONFIG_SYSTEM")
+                .env_remove("GIT_CONFIG_NOSYSTEM")
                 .env("GIT_AUTHOR_NAME", "t")
                 .env("GIT_AUTHOR_EMAIL", "t@example.com")
                 .env("GIT_COMMITTER_NAME", "t")

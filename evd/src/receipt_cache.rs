@@ -108,7 +108,12 @@ impl ReceiptCache {
 
     /// The receipts of one selector (all lines of its file; the engine filters by `test`).
     pub fn get(&mut self, selector: &str) -> Arc<Vec<Receipt>> {
-        let name = format!("{}.jsonl", proto::id::receipt_key(selector));
+        self.get_keyed(&proto::id::receipt_key(selector), selector)
+    }
+
+    /// [`ReceiptCache::get`] for a caller that already has the selector's receipt key.
+    pub fn get_keyed(&mut self, key: &str, selector: &str) -> Arc<Vec<Receipt>> {
+        let name = format!("{key}.jsonl");
         if let Some(r) = self.files.get(&name) {
             return Arc::clone(r);
         }

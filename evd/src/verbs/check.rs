@@ -376,6 +376,7 @@ fn evaluate(
         staleness_days: basis.staleness_days,
     };
     let mut memo = store.take_trigger_memo(basis.head.as_deref());
+    let root = store.root().to_path_buf();
     let mut parts = Vec::with_capacity(view.len());
     let mut complete = true;
     for (file, tick) in view.iter().filter(|(_, t)| t.status == "live") {
@@ -390,7 +391,7 @@ fn evaluate(
             parts.push(Arc::clone(p));
             continue;
         }
-        let (part, graded) = evaluate_tick(store, file, tick, &inputs, &mut memo);
+        let (part, graded) = evaluate_tick(store, file, tick, &inputs, &mut memo, &root);
         complete &= write_state(
             store,
             tick,
@@ -433,8 +434,8 @@ fn evaluate_tick(
     tick: &Arc<Tick>,
     inputs: &Inputs,
     memo: &mut crate::store::TriggerAnswers,
+    root: &Path,
 ) -> (TickPart, Vec<Graded>) {
-    let root = store.root().to_path_buf();
     let mut graded = Vec::with_capacity(tick.grounds.len());
     let mut rows = Vec::new();
     let mut events = Vec::new();
@@ -456,14 +457,15 @@ fn evaluate_tick(
             });
             continue;
         };
-        keys.push(proto::id::receipt_key(reference));
-        let recs = store.receipts.get(reference);
+        let key = proto::id::receipt_key(reference);
+        let recs = store.receipts.get_keyed(&key, reference);
+        keys.push(key);
         let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
             let paths = liveness.triggered_by.as_slice();
             match memo.get(r.commit.as_str()).and_then(|m| m.get(paths)) {
                 Some(&known) => known,
                 None => {
-                    let answer = triggered_since(&root, &r.commit, paths);
+                    let answer = triggered_since(root, &r.commit, paths);
                     memo.entry(r.commit.clone())
                         .or_default()
                         .insert(paths.to_vec(), answer);
