@@ -60,6 +60,22 @@ impl DirWatch {
         Ok(DirWatch { fd })
     }
 
+    /// Wait up to `timeout_ms` for any of `watches` to have something queued; returns whether
+    /// one has (without taking anything from the queues).
+    pub fn wait_any(watches: &[&DirWatch], timeout_ms: i32) -> bool {
+        let mut fds: Vec<libc::pollfd> = watches
+            .iter()
+            .map(|w| libc::pollfd {
+                fd: w.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds points to fds.len() initialized pollfd structs that outlive the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        n > 0
+    }
+
     /// Everything queued since the last call, without blocking.
     pub fn drain(&mut self) -> Changes {
         let mut names = BTreeSet::new();

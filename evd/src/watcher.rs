@@ -1,13 +1,22 @@
-//! What changed around a store, from notify (debounced): receipts appended by any process, the
-//! selected-list, the ticks, the config, and the git refs a verdict depends on (HEAD, branches,
-//! packed-refs, the upstream tracking ref). Changes only say *where* to look again; the truth is
-//! always re-read from disk. A lost event (inotify overflow) or a watch error asks for a full
-//! rescan, never a silently stale answer.
+//! What changed around a store, debounced: receipts appended by any process, the selected-list,
+//! the ticks, the config, and the git refs a verdict depends on (HEAD, branches, packed-refs,
+//! the upstream tracking ref). Changes only say *where* to look again; the truth is always
+//! re-read from disk. A lost event (inotify overflow) or a watch error asks for a full rescan,
+//! never a silently stale answer.
+//!
+//! notify watches the store's own directory, `results/` and git. `ticks/` and
+//! `results/receipts/` hold thousands of files that every reader opens (a verify, upstream ev,
+//! a check reading receipts), and notify's inotify watches always include opens: a verify of
+//! 10,000 ticks would queue 10,000 events for nothing. Those two directories are watched with
+//! [`DirWatch`] instead (writes, creations, removals, renames only) on a thread of their own.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
+
+use crate::dirwatch::{self, DirWatch};
 
 use notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult, Debouncer, RecommendedCache};
@@ -100,6 +109,72 @@ impl Layout {
 /// Keeps the watches alive; dropping it stops them.
 pub struct StoreWatcher {
     _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for StoreWatcher {
+    fn drop(&mut self) {
+        // The busy-directory thread notices within one poll interval.
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How often the busy-directory thread looks at its stop flag (and retries a lost watch).
+const POLL_MS: i32 = 200;
+
+/// Watch `ticks/` and `results/receipts/` with [`DirWatch`] (no opens, no reads) until `stop`,
+/// sending what changed to `tx`, debounced like notify's batches.
+fn watch_busy_dirs(
+    layout: Layout,
+    watches: (Option<DirWatch>, Option<DirWatch>),
+    tx: mpsc::Sender<Changes>,
+    stop: Arc<AtomicBool>,
+) {
+    let (mut ticks, mut receipts) = watches;
+    while !stop.load(Ordering::Relaxed) {
+        let live: Vec<&DirWatch> = ticks.iter().chain(receipts.iter()).collect();
+        if live.is_empty() {
+            std::thread::sleep(Duration::from_millis(POLL_MS as u64));
+        } else if !DirWatch::wait_any(&live, POLL_MS) {
+            continue;
+        }
+        let mut c = Changes::default();
+        if ticks.is_none() || receipts.is_none() {
+            // A directory we could not watch (removed, or not there yet): look again, and
+            // since anything may have happened meanwhile, have everything re-read.
+            let (had_ticks, had_receipts) = (ticks.is_some(), receipts.is_some());
+            ticks = ticks.or_else(|| DirWatch::new(&layout.ticks).ok());
+            receipts = receipts.or_else(|| DirWatch::new(&layout.receipts).ok());
+            c.rescan = (!had_ticks && ticks.is_some()) || (!had_receipts && receipts.is_some());
+        }
+        std::thread::sleep(DEBOUNCE);
+        match ticks.as_mut().map(DirWatch::drain) {
+            Some(dirwatch::Changes::Names(_)) => c.ticks = true,
+            Some(dirwatch::Changes::Rescan) => {
+                c.rescan = true;
+                ticks = None;
+            }
+            _ => {}
+        }
+        match receipts.as_mut().map(DirWatch::drain) {
+            Some(dirwatch::Changes::Names(names)) => {
+                c.receipts.extend(
+                    names
+                        .iter()
+                        .filter_map(|n| n.strip_suffix(".jsonl"))
+                        .map(str::to_string),
+                );
+            }
+            Some(dirwatch::Changes::Rescan) => {
+                c.rescan = true;
+                receipts = None;
+            }
+            _ => {}
+        }
+        if !c.is_empty() && tx.send(c).is_err() {
+            return; // nobody listens any more
+        }
+    }
 }
 
 /// Watch the store under `root`, sending each non-empty batch of changes to `tx`.
@@ -107,6 +182,7 @@ pub struct StoreWatcher {
 /// `results/` or `.evolving` themselves: a store being removed stays removed.
 pub fn watch(layout: Layout, tx: mpsc::Sender<Changes>) -> notify::Result<StoreWatcher> {
     let _ = std::fs::create_dir(&layout.receipts);
+    let busy_tx = tx.clone();
     let classify = layout.clone();
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |res: DebounceEventResult| {
         let mut c = Changes::default();
@@ -138,8 +214,6 @@ pub fn watch(layout: Layout, tx: mpsc::Sender<Changes>) -> notify::Result<StoreW
     })?;
     debouncer.watch(&layout.ev, RecursiveMode::NonRecursive)?;
     debouncer.watch(layout.ev.join("results"), RecursiveMode::NonRecursive)?;
-    debouncer.watch(&layout.receipts, RecursiveMode::NonRecursive)?;
-    debouncer.watch(&layout.ticks, RecursiveMode::NonRecursive)?;
     if let Some(g) = &layout.git_dir {
         debouncer.watch(g, RecursiveMode::NonRecursive)?;
     }
@@ -152,8 +226,21 @@ pub fn watch(layout: Layout, tx: mpsc::Sender<Changes>) -> notify::Result<StoreW
             debouncer.watch(common, RecursiveMode::NonRecursive)?;
         }
     }
+    // Last, so that a failed notify watch leaves no thread behind; the watches themselves are
+    // made here, so that nothing after this call returns goes unseen.
+    let busy = (
+        DirWatch::new(&layout.ticks).ok(),
+        DirWatch::new(&layout.receipts).ok(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread_stop = Arc::clone(&stop);
+    std::thread::Builder::new()
+        .name("evd-watch".into())
+        .spawn(move || watch_busy_dirs(layout, busy, busy_tx, thread_stop))
+        .map_err(|e| notify::Error::generic(&e.to_string()))?;
     Ok(StoreWatcher {
         _debouncer: debouncer,
+        stop,
     })
 }
 
