@@ -180,6 +180,21 @@ fn write_state(
         return false;
     }
     let mut body = state_body(tick, graded, policy, sha);
+    // A file this store has no record of (a fresh daemon, or written by someone else) that
+    // already says exactly this keeps its bytes and its `computed_at`: reading is cheaper than
+    // rewriting, and the verdict did not change.
+    let same_on_disk = fsio::read_text(&dir.join(&name))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|v| match v {
+            Value::Object(mut o) => o.remove("computed_at").map(|_| o == body),
+            _ => None,
+        })
+        .unwrap_or(false);
+    if same_on_disk {
+        store.state_written.insert(id.to_string(), digest);
+        return true;
+    }
     body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
     let bytes = proto::json::pretty(&Value::Object(body));
     store
@@ -377,16 +392,29 @@ fn evaluate(
     };
     let mut memo = store.take_trigger_memo(basis.head.as_deref());
     let root = store.root().to_path_buf();
-    let mut parts = Vec::with_capacity(view.len());
+    // Which ticks keep their part, and which are evaluated again.
+    let plan: Vec<_> = view
+        .iter()
+        .filter(|(_, t)| t.status == "live")
+        .map(|(file, tick)| {
+            let kept = reusable.get(file.as_str()).copied().filter(|p| {
+                Arc::ptr_eq(&p.tick, tick)
+                    && changed
+                        .as_ref()
+                        .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k)))
+                    && store.state_written.contains_key(tick.id.as_str())
+            });
+            (file, tick, kept)
+        })
+        .collect();
+    let fresh = plan
+        .iter()
+        .filter(|(_, _, kept)| kept.is_none())
+        .map(|(_, t, _)| *t);
+    ask_triggers(store, fresh, &mut memo, &root);
+    let mut parts = Vec::with_capacity(plan.len());
     let mut complete = true;
-    for (file, tick) in view.iter().filter(|(_, t)| t.status == "live") {
-        let kept = reusable.get(file.as_str()).filter(|p| {
-            Arc::ptr_eq(&p.tick, tick)
-                && changed
-                    .as_ref()
-                    .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k)))
-                && store.state_written.contains_key(tick.id.as_str())
-        });
+    for (file, tick, kept) in plan {
         if let Some(p) = kept {
             parts.push(Arc::clone(p));
             continue;
@@ -425,6 +453,77 @@ fn evaluate(
         store.pending_changes.extend(changes);
     }
     Ok(Evaluation::new(parts, complete, basis.receipts))
+}
+
+/// Answer, in parallel, every trigger question (did a change to a ground's `triggered_by` paths
+/// land after its latest run?) that evaluating `ticks` will ask and `memo` cannot answer yet.
+/// Each is a `git rev-list` process; a store's first check asks thousands.
+fn ask_triggers<'t>(
+    store: &mut Store,
+    ticks: impl Iterator<Item = &'t Arc<Tick>>,
+    memo: &mut crate::store::TriggerAnswers,
+    root: &Path,
+) {
+    let mut todo: Vec<(String, Vec<String>)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for tick in ticks {
+        for g in &tick.grounds {
+            let Some(Check::Test {
+                reference,
+                liveness,
+                ..
+            }) = &g.check
+            else {
+                continue;
+            };
+            let recs = store.receipts.get(reference);
+            let Some(r) = verdict::latest(recs.iter()) else {
+                continue;
+            };
+            let paths = liveness.triggered_by.as_slice();
+            let known = memo
+                .get(r.commit.as_str())
+                .is_some_and(|m| m.contains_key(paths));
+            if !known && seen.insert((r.commit.clone(), paths.to_vec())) {
+                todo.push((r.commit.clone(), paths.to_vec()));
+            }
+        }
+    }
+    if todo.is_empty() {
+        return;
+    }
+    // Mostly waiting on process start-up: a few more workers than cores.
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get() * 2)
+        .unwrap_or(2)
+        .clamp(1, 8);
+    let chunk = todo.len().div_ceil(workers).max(16);
+    let answers: Vec<bool> = std::thread::scope(|scope| {
+        let handles: Vec<_> = todo
+            .chunks(chunk)
+            .map(|c| {
+                scope.spawn(move || {
+                    c.iter()
+                        .map(|(commit, paths)| triggered_since(root, commit, paths))
+                        .collect::<Vec<bool>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                // A worker that panicked answers nothing: those questions are asked again, one
+                // by one, when the ticks are evaluated.
+                h.join().unwrap_or_default()
+            })
+            .collect()
+    });
+    if answers.len() != todo.len() {
+        return;
+    }
+    for ((commit, paths), answer) in todo.into_iter().zip(answers) {
+        memo.entry(commit).or_default().insert(paths, answer);
+    }
 }
 
 /// One tick's rows, events and state-file verdicts.
