@@ -228,11 +228,18 @@ fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_
     let before = w.evctl(repo.path(), &["check"]).ok().stdout;
     assert!(before.starts_with("stale\t"), "{before}");
 
-    // A restarted daemon gives the same verdicts.
+    // A restarted daemon gives the same verdicts, and leaves a state file that already says
+    // them as it is (its computed_at is when the verdict was computed).
+    let state = repo.ev_dir().join(format!("results/state/{id}.json"));
+    let state_before = std::fs::read_to_string(&state).expect("state file");
     drop(watch);
     w.stop_daemon();
     let after = w.evctl(repo.path(), &["check"]).ok().stdout;
     assert_eq!(before, after);
+    assert_eq!(
+        std::fs::read_to_string(&state).expect("state file"),
+        state_before
+    );
 }
 
 /// The daemon answers a repeated check from memory; every change that finished before a
