@@ -21,7 +21,7 @@ use crate::fsio;
 use crate::receipts::{Receipt, RunResult};
 use crate::store::Store;
 use crate::verdict::{self, Inputs, Label};
-use crate::verdict_inputs::{cached_origin, git, read_selected, triggered_since};
+use crate::verdict_inputs::{cached_origin, read_selected, triggered_since};
 
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
@@ -337,15 +337,19 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
     let root = store.root().to_path_buf();
     let config = store.config();
     let (offline, attest) = store.last_check.clone();
+    // Through the store's cache of git's answers: a watcher pass after a receipt costs no git
+    // process when the repository did not move.
     let reference = if offline {
         cached_origin(&store.results_dir())
     } else {
         match config.staleness_ref.as_str() {
             "none" => None,
-            "local-head" => git(&root, &["rev-parse", "HEAD"]),
-            _ => git(&root, &["rev-parse", "@{upstream}"]),
+            "local-head" => git_head(&mut store.git, &root),
+            _ => store
+                .git
+                .answer(&root, crate::gitfacts::Query::Upstream)
+                .filter(|s| is_40_lower_hex(s)),
         }
-        .filter(|s| is_40_lower_hex(s))
     };
     let basis = basis(store, offline, attest, &config, reference)?;
     let now = crate::clock::now();
