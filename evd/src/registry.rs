@@ -43,6 +43,8 @@ pub struct StoreActor {
     jobs: Mutex<mpsc::Sender<Msg>>,
     snapshot: Arc<Mutex<Snapshot>>,
     events: broadcast::Sender<WatchEvent>,
+    /// The actor's thread, joined by [`StoreActor::stop_and_wait`].
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Drop for StoreActor {
@@ -77,7 +79,7 @@ impl StoreActor {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let push = events.clone();
         let to_self = tx.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("evd-store".into())
             .spawn(move || {
                 let mut store = Store::new(thread_root.clone());
@@ -144,7 +146,20 @@ impl StoreActor {
             jobs: Mutex::new(tx),
             snapshot,
             events,
+            thread: Mutex::new(Some(thread)),
         })
+    }
+
+    /// Stop the actor and wait until its store (and with it the store's lock) is released:
+    /// a daemon that says it is gone must not still own a store.
+    fn stop_and_wait(&self) {
+        if let Ok(j) = self.jobs.lock() {
+            let _ = j.send(Msg::Stop);
+        }
+        let handle = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
     }
 
     /// Subscribe to this store's pushed verdict changes.
@@ -267,9 +282,14 @@ impl Registry {
     }
 
     /// Drop every actor: their threads end and release the store locks.
+    /// Stop every store actor and wait until each has released its store.
     pub fn close_all(&self) {
-        if let Ok(mut m) = self.stores.lock() {
-            m.clear();
+        let actors: Vec<Arc<StoreActor>> = match self.stores.lock() {
+            Ok(mut m) => std::mem::take(&mut *m).into_values().collect(),
+            Err(_) => return,
+        };
+        for a in actors {
+            a.stop_and_wait();
         }
     }
 }
