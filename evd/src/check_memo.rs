@@ -299,6 +299,8 @@ impl Memos {
 pub struct StateWatch {
     dir: PathBuf,
     watch: Option<DirWatch>,
+    /// Why the directory could not be watched although it exists.
+    watch_error: Option<String>,
     /// File names this store wrote since the last sync.
     ours: HashSet<String>,
     generation: u64,
@@ -309,6 +311,7 @@ impl StateWatch {
         StateWatch {
             dir: results.join("state"),
             watch: None,
+            watch_error: None,
             ours: HashSet::new(),
             generation: 0,
         }
@@ -318,12 +321,23 @@ impl StateWatch {
     /// while nobody watched is unknown, so the record of written files is dropped then.
     pub fn ensure(&mut self, written: &mut HashMap<String, u64>) {
         if self.watch.is_none() {
-            self.watch = DirWatch::new(&self.dir).ok();
-            if self.watch.is_some() {
-                written.clear();
-                self.generation += 1;
+            match DirWatch::new(&self.dir) {
+                Ok(w) => {
+                    self.watch = Some(w);
+                    self.watch_error = None;
+                    written.clear();
+                    self.generation += 1;
+                }
+                Err(e) => {
+                    self.watch_error = self.dir.is_dir().then_some(e.0);
+                }
             }
         }
+    }
+
+    /// Why `results/state/` is not watched although it exists.
+    pub fn watch_error(&self) -> Option<&str> {
+        self.watch_error.as_deref()
     }
 
     /// Note a file this store is about to write. The queue is taken in every so often during

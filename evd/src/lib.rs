@@ -18,6 +18,7 @@ pub mod paths;
 pub mod receipt_cache;
 pub mod receipts;
 pub mod registry;
+pub mod resources;
 pub mod server;
 pub mod store;
 pub mod systemd;

@@ -22,6 +22,15 @@ struct Cli {
     /// $XDG_RUNTIME_DIR/evd, else $TMPDIR/evd-<uid>).
     #[arg(long, global = true, value_name = "DIR")]
     runtime_dir: Option<PathBuf>,
+    /// Release a store (its lock, watches and memory) after this many seconds without a request
+    /// or subscriber; it opens again on its next request (default: $EVD_STORE_IDLE_SECS, else
+    /// 600).
+    #[arg(long, global = true, value_name = "SECS")]
+    store_idle_secs: Option<u64>,
+    /// Keep at most this many stores open; opening one more releases the least recently used
+    /// idle one (default: $EVD_MAX_OPEN_STORES, else 32).
+    #[arg(long, global = true, value_name = "N")]
+    max_open_stores: Option<usize>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -45,12 +54,13 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let rt_dir = cli.runtime_dir.clone().unwrap_or_else(paths::runtime_dir);
+    let limits = limits(&cli);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Where => {
             println!("{}", paths::socket_path(&rt_dir).display());
             ExitCode::SUCCESS
         }
-        Command::Serve => match run(&rt_dir, activated) {
+        Command::Serve => match run(&rt_dir, activated, limits) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("evd: {e}");
@@ -71,7 +81,31 @@ fn bind_private(sock: &Path) -> std::io::Result<UnixListener> {
     Ok(l)
 }
 
-fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
+/// The store limits from the command line, else the environment, else the defaults.
+fn limits(cli: &Cli) -> evd::registry::Limits {
+    let env = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    let mut l = evd::registry::Limits::default();
+    if let Some(secs) = cli.store_idle_secs.or_else(|| env("EVD_STORE_IDLE_SECS")) {
+        l.idle = std::time::Duration::from_secs(secs.max(1));
+    }
+    if let Some(n) = cli
+        .max_open_stores
+        .or_else(|| env("EVD_MAX_OPEN_STORES").and_then(|n| usize::try_from(n).ok()))
+    {
+        l.max_open = n.max(1);
+    }
+    l
+}
+
+fn run(
+    rt_dir: &Path,
+    activated: Option<UnixListener>,
+    limits: evd::registry::Limits,
+) -> Result<(), String> {
     paths::ensure_private_dir(rt_dir).map_err(|e| e.to_string())?;
     let sock = paths::socket_path(rt_dir);
     let _daemon_lock = lock::try_lock(&paths::daemon_lock_path(rt_dir), &lock::Holder::me("evd"))
@@ -109,9 +143,12 @@ fn run(rt_dir: &Path, activated: Option<UnixListener>) -> Result<(), String> {
     if let Err(e) = evd::answers::init(rt_dir) {
         tracing::warn!(error = %e, "cannot prepare the answers directory; large answers go inline");
     }
-    let daemon = Arc::new(server::Daemon::new(build_id, sock.clone()));
+    let daemon = Arc::new(server::Daemon::with_limits(build_id, sock.clone(), limits));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // Blocking work (requests for directories without a store, releasing stores) is short;
+        // a few threads bound what any burst of clients can make the daemon hold.
+        .max_blocking_threads(8)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;

@@ -20,6 +20,8 @@ pub struct ReceiptCache {
     dir: PathBuf,
     results: PathBuf,
     watch: Option<DirWatch>,
+    /// Why the directory could not be watched although it exists.
+    watch_error: Option<String>,
     /// The directory did not exist at the last sync (so there was nothing to watch or read).
     absent: bool,
     /// Receipts by file name (`<key>.jsonl`), as parsed when last read.
@@ -39,6 +41,7 @@ impl ReceiptCache {
             dir: results.join("receipts"),
             results: results.to_path_buf(),
             watch: None,
+            watch_error: None,
             absent: false,
             files: HashMap::new(),
             generation: 0,
@@ -78,10 +81,15 @@ impl ReceiptCache {
                 // Watch first, then read: a change made after this point is queued, never lost.
                 // A directory that does not exist (or is a link) gets no watch: every read then
                 // goes to the disk, and the next sync tries again.
-                self.watch = DirWatch::new(&self.dir).ok();
-                self.absent = self.watch.is_none()
+                let watched = DirWatch::new(&self.dir);
+                self.absent = watched.is_err()
                     && std::fs::symlink_metadata(&self.dir)
                         .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+                self.watch_error = match &watched {
+                    Err(e) if !self.absent => Some(e.0.clone()),
+                    _ => None,
+                };
+                self.watch = watched.ok();
                 None
             }
         }
@@ -99,6 +107,12 @@ impl ReceiptCache {
                 .map(|(k, _)| k.as_str())
                 .collect(),
         )
+    }
+
+    /// Why `results/receipts/` is not watched although it exists (every read then goes to the
+    /// disk).
+    pub fn watch_error(&self) -> Option<&str> {
+        self.watch_error.as_deref()
     }
 
     /// A number that moves whenever a receipt may have changed since it was last read.

@@ -3,7 +3,7 @@
 
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use proto::rpc::{
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::registry::Registry;
+use crate::registry::{Limits, Registry, Target};
 use crate::store::Store;
 use crate::verbs;
 
@@ -37,18 +37,25 @@ pub struct Daemon {
     /// Set as soon as a stop is decided: from then on requests are refused with STOPPING (and
     /// not run), so a client can safely retry them against the next daemon.
     pub stopping: AtomicBool,
+    /// Client connections being served.
+    pub connections: AtomicUsize,
 }
 
 impl Daemon {
     pub fn new(build_id: String, socket: PathBuf) -> Daemon {
+        Daemon::with_limits(build_id, socket, Limits::default())
+    }
+
+    pub fn with_limits(build_id: String, socket: PathBuf, limits: Limits) -> Daemon {
         Daemon {
             build_id,
             started_at: crate::clock::now_rfc3339(),
             started: Instant::now(),
             socket,
-            registry: Registry::default(),
+            registry: Registry::new(limits),
             stop: CancellationToken::new(),
             stopping: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
         }
     }
 
@@ -85,16 +92,66 @@ where
     R: Send + 'static,
 {
     d.admit()?;
-    let actor = d.registry.actor(ctx)?;
-    let out = actor
+    Ok(run_on(d, ctx, false, op).await?)
+}
+
+/// Run `op` on the store `ctx` names: on its actor, after taking ownership of it (if it exists
+/// yet). A directory without a store opens nothing (unless `create`): `op` then runs once on a
+/// throwaway handle, where it refuses as it would on the actor.
+async fn run_on<R, F>(
+    d: &Daemon,
+    ctx: &proto::rpc::Context,
+    create: bool,
+    op: F,
+) -> Result<R, Refusal>
+where
+    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    R: Send + 'static,
+{
+    let op = match d.registry.open(ctx, create)? {
+        Target::Absent(root) => {
+            let ran = tokio::task::spawn_blocking(move || {
+                let mut store = Store::new(root);
+                match store.exists() {
+                    // It appeared meanwhile: it gets its actor after all.
+                    Ok(true) => Err(op),
+                    _ => Ok(op(&mut store)),
+                }
+            })
+            .await
+            .map_err(|_| {
+                Refusal::new(
+                    codes::INTERNAL,
+                    "internal",
+                    "internal error while serving this request (evd logged it)",
+                )
+            })?;
+            match ran {
+                Ok(out) => return out,
+                Err(op) => op,
+            }
+        }
+        Target::Open(lease) => return run_owned(&lease, op).await,
+    };
+    match d.registry.open(ctx, true)? {
+        Target::Open(lease) => run_owned(&lease, op).await,
+        Target::Absent(_) => Err(Refusal::no_store()),
+    }
+}
+
+async fn run_owned<R, F>(lease: &crate::registry::Lease, op: F) -> Result<R, Refusal>
+where
+    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    R: Send + 'static,
+{
+    lease
         .run(move |store| {
             if store.exists()? {
                 store.acquire("evd")?;
             }
             op(store)
         })
-        .await;
-    Ok(out?)
+        .await
 }
 
 #[async_trait]
@@ -124,6 +181,10 @@ impl EvApiServer for Rpc {
             uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             socket: d.socket.display().to_string(),
             stores: d.registry.statuses(),
+            resources: crate::resources::snapshot(
+                d.registry.open_count(),
+                d.connections.load(Ordering::SeqCst),
+            ),
         })
     }
 
@@ -138,8 +199,11 @@ impl EvApiServer for Rpc {
 
     async fn init(&self, req: StoreRequest) -> RpcResult<InitResult> {
         self.0.admit()?;
-        let actor = self.0.registry.actor(&req.context)?;
-        let out = actor
+        let lease = match self.0.registry.open(&req.context, true)? {
+            Target::Open(lease) => lease,
+            Target::Absent(_) => return Err(Refusal::no_store().into()),
+        };
+        let out = lease
             .run(|store| {
                 let r = verbs::init(store)?;
                 store.acquire("evd")?;
@@ -176,8 +240,12 @@ impl EvApiServer for Rpc {
             pending.reject(e).await;
             return Ok(());
         }
-        let actor = match self.0.registry.actor(&req.context) {
-            Ok(a) => a,
+        let actor = match self.0.registry.open(&req.context, false) {
+            Ok(Target::Open(lease)) => lease,
+            Ok(Target::Absent(_)) => {
+                pending.reject(Refusal::no_store()).await;
+                return Ok(());
+            }
             Err(e) => {
                 pending.reject(e).await;
                 return Ok(());
@@ -237,19 +305,10 @@ impl EvApiServer for Rpc {
             pending.reject(e).await;
             return Ok(());
         }
-        let actor = match self.0.registry.actor(&req.context) {
-            Ok(a) => a,
-            Err(e) => {
-                pending.reject(e).await;
-                return Ok(());
-            }
-        };
         let sink = pending.accept().await?;
         let (tx, mut rx) = tokio::sync::watch::channel(None::<MigrateProgress>);
-        let run = actor.run(move |store| {
-            if store.exists()? {
-                store.acquire("evd")?;
-            }
+        let ctx = req.context.clone();
+        let run = run_on(&self.0, &ctx, false, move |store| {
             verbs::migrate::backfill(store, &req, &mut |p| {
                 let _ = tx.send(Some(p));
             })
@@ -304,8 +363,7 @@ impl EvApiServer for Rpc {
             let r = verbs::verify(s, false);
             // The audit reads and parses every file on several threads; hand the transient
             // memory back so a long-lived daemon does not keep the peak.
-            // SAFETY: malloc_trim only releases free heap pages.
-            unsafe { libc::malloc_trim(0) };
+            crate::resources::release_free_memory();
             r
         })
         .await
@@ -405,6 +463,22 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
         .set_config(server_config())
         .to_service_builder();
     let me = crate::users::euid();
+    {
+        let d = Arc::clone(&daemon);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(d.registry.sweep_every());
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = d.stop.cancelled() => break,
+                    _ = every.tick() => {
+                        let r = Arc::clone(&d);
+                        let _ = tokio::task::spawn_blocking(move || r.registry.sweep()).await;
+                    }
+                }
+            }
+        });
+    }
     loop {
         tokio::select! {
             () = daemon.stop.cancelled() => break,
@@ -430,10 +504,13 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
                 }
                 let svc = svc_builder.clone().build(methods.clone(), stop_handle.clone());
                 let stopped = stop_handle.clone().shutdown();
+                let d = Arc::clone(&daemon);
+                d.connections.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     if let Err(e) = serve_with_graceful_shutdown(stream, svc, stopped).await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
+                    d.connections.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         }

@@ -79,12 +79,10 @@ pub struct Store {
     files: BTreeMap<String, Cached>,
     /// `ticks/`'s stamp when `files` was last brought up to date.
     ticks_stamp: Option<Stamp>,
-    /// Files whose cached entry may not be final although `ticks/` did not change: ones that
-    /// did not parse (a writer may still be filling them; upstream writes in place) and ones
-    /// modified too recently for their stamp to be trusted. Re-stated on every refresh.
-    suspects: BTreeSet<String>,
     /// inotify on `ticks/`: when present, the exact list of what changed since the last refresh.
     watch: Option<DirWatch>,
+    /// Why `ticks/` could not be watched, when it could not: every refresh then re-stats it all.
+    watch_error: Option<String>,
     pub writes: u64,
     pub opened_at: String,
     /// Answers of `git rev-list <commit>..HEAD -- <paths>`, valid for one HEAD commit.
@@ -143,8 +141,8 @@ impl Store {
             lock: None,
             files: BTreeMap::new(),
             ticks_stamp: None,
-            suspects: BTreeSet::new(),
             watch: None,
+            watch_error: None,
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
             triggers: (None, TriggerAnswers::new()),
@@ -347,20 +345,24 @@ impl Store {
                     return Ok(());
                 }
                 Some(Changes::Rescan) => self.watch = None,
-                None if self.ticks_stamp == Some(stamp) => {
-                    self.recheck_suspects(&dir);
-                    return Ok(());
-                }
+                // No watch: nothing short of looking at every file can tell that a tick was
+                // edited in place, so the scan below re-stats them all.
                 None => {}
             }
         }
         // Watch first, then scan: a change during the scan is queued, never missed.
         if self.watch.is_none() {
-            self.watch = DirWatch::new(&dir).ok();
+            match DirWatch::new(&dir) {
+                Ok(w) => {
+                    self.watch = Some(w);
+                    self.watch_error = None;
+                }
+                Err(e) => self.watch_error = Some(e.0),
+            }
         }
         let mut next = BTreeMap::new();
-        self.suspects.clear();
-        self.ticks_generation += 1;
+        // Whether anything differs from the cache (a first scan always does).
+        let mut changed = self.ticks_stamp.is_none();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
@@ -373,13 +375,22 @@ impl Store {
                 continue;
             }
             let cached = match self.files.remove(&name) {
-                Some(c) if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) => c,
-                _ => load(&path, &name, &m),
+                Some(c)
+                    if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) && !is_suspect(&c) =>
+                {
+                    c
+                }
+                _ => {
+                    changed = true;
+                    load(&path, &name, &m)
+                }
             };
-            if is_suspect(&cached) {
-                self.suspects.insert(name.clone());
-            }
             next.insert(name, cached);
+        }
+        // What is left in the cache is gone from the directory.
+        changed |= !self.files.is_empty();
+        if changed {
+            self.ticks_generation += 1;
         }
         self.files = next;
         self.ticks_stamp = Some(stamp);
@@ -395,28 +406,6 @@ impl Store {
             }
             _ => {
                 self.files.remove(&name);
-            }
-        }
-    }
-
-    fn recheck_suspects(&mut self, dir: &Path) {
-        let names: Vec<String> = self.suspects.iter().cloned().collect();
-        for name in names {
-            let path = dir.join(&name);
-            let Ok(m) = fs::symlink_metadata(&path) else {
-                continue; // a removal changes ticks/ itself and is caught there
-            };
-            let changed = self
-                .files
-                .get(&name)
-                .is_none_or(|c| c.stamp.is_none() || c.stamp != stamp_of_regular(&m));
-            if changed {
-                self.ticks_generation += 1;
-                let fresh = load(&path, &name, &m);
-                self.files.insert(name.clone(), fresh);
-            }
-            if !self.files.get(&name).is_some_and(is_suspect) {
-                self.suspects.remove(&name);
             }
         }
     }
@@ -498,6 +487,16 @@ impl Store {
         let view = Arc::new(view);
         self.view = Some((self.ticks_generation, Arc::clone(&view)));
         Ok(view)
+    }
+
+    /// Why this store is served degraded (some directory of it could not be watched, so every
+    /// answer is validated against the disk first), or `None` when it is fully watched.
+    pub fn degraded(&self) -> Option<String> {
+        self.watch_error
+            .as_deref()
+            .or(self.receipts.watch_error())
+            .or(self.state_watch.watch_error())
+            .map(str::to_string)
     }
 
     /// A number that moves whenever the tick cache took in a change (call after a refresh).
@@ -699,6 +698,9 @@ impl Store {
             tick.id.clone(),
             Cached::new(file_stamp, Entry::Tick(Arc::new(tick))),
         );
+        // Whatever was computed from the ticks before this append is out of date, whether or
+        // not a watch will also report the new file.
+        self.ticks_generation += 1;
         Ok(())
     }
 
@@ -824,6 +826,7 @@ impl Store {
                 Cached::new(file_stamp, Entry::Tick(Arc::new(t.clone()))),
             );
         }
+        self.ticks_generation += 1;
         Ok(())
     }
 

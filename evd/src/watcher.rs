@@ -1,28 +1,21 @@
 //! What changed around a store, debounced: receipts appended by any process, the selected-list,
 //! the ticks, the config, and the git refs a verdict depends on (HEAD, branches, packed-refs,
 //! the upstream tracking ref). Changes only say *where* to look again; the truth is always
-//! re-read from disk. A lost event (inotify overflow) or a watch error asks for a full rescan,
-//! never a silently stale answer.
+//! re-read from disk. A lost event (inotify overflow) or a vanished directory asks for a full
+//! rescan, never a silently stale answer.
 //!
-//! notify watches the store's own directory, `results/` and git. `ticks/` and
-//! `results/receipts/` hold thousands of files that every reader opens (a verify, upstream ev,
-//! a check reading receipts), and notify's inotify watches always include opens: a verify of
-//! 10,000 ticks would queue 10,000 events for nothing. Those two directories are watched with
-//! [`DirWatch`] instead (writes, creations, removals, renames only) on a thread of their own.
+//! Every directory is watched through the daemon's one inotify instance ([`crate::dirwatch`]):
+//! a store costs watch descriptors (its own directories, git's and one per directory under
+//! `refs/`), never an instance or a thread of its own. Changes arrive on the hub's thread and
+//! are handed to the store's actor through a [`Sink`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::sync::Arc;
 
-use crate::dirwatch::{self, DirWatch};
+use crate::dirwatch::{self, hub, DirWatch, Listener, WatchError};
 
-use notify::{EventKind, RecursiveMode};
-use notify_debouncer_full::{new_debouncer, DebounceEventResult, Debouncer, RecommendedCache};
-
-/// How long events settle before they are delivered.
-pub const DEBOUNCE: Duration = Duration::from_millis(40);
+pub use crate::dirwatch::DEBOUNCE;
 
 /// One batch of changes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -32,9 +25,11 @@ pub struct Changes {
     pub selected: bool,
     pub ticks: bool,
     pub config: bool,
-    /// HEAD, a branch, packed-refs or a remote-tracking ref moved.
+    /// HEAD, a branch, packed-refs, git's config or a remote-tracking ref moved.
     pub git: bool,
-    /// Events were lost or a watch failed: re-evaluate everything.
+    /// A directory under `refs/` came or went: the set of watched ref directories is redone.
+    pub ref_dirs: bool,
+    /// Events were lost or a watched directory went away: re-evaluate everything.
     pub rescan: bool,
 }
 
@@ -42,7 +37,21 @@ impl Changes {
     pub fn is_empty(&self) -> bool {
         *self == Changes::default()
     }
+
+    /// Fold `other` into this batch.
+    pub fn merge(&mut self, other: Changes) {
+        self.receipts.extend(other.receipts);
+        self.selected |= other.selected;
+        self.ticks |= other.ticks;
+        self.config |= other.config;
+        self.git |= other.git;
+        self.ref_dirs |= other.ref_dirs;
+        self.rescan |= other.rescan;
+    }
 }
+
+/// Where a store's watcher delivers its batches (the store's actor).
+pub type Sink = Arc<dyn Fn(Changes) + Send + Sync>;
 
 /// The paths one store's watcher classifies events by.
 #[derive(Debug, Clone)]
@@ -54,6 +63,14 @@ pub struct Layout {
     pub git_dir: Option<PathBuf>,
     pub git_common: Option<PathBuf>,
 }
+
+/// Directories under `refs/` watched per store at most; past that, ref moves in the deepest
+/// namespaces are found by the stamp checks every check makes anyway.
+const MAX_REF_DIRS: usize = 256;
+
+/// Names in git's own directory that can change a verdict (HEAD, the refs packed there, and the
+/// config that names a branch's upstream). The index, logs and lock files never do.
+const GIT_DIR_NAMES: &[&str] = &["HEAD", "packed-refs", "config", "commondir"];
 
 impl Layout {
     /// The layout of the store under `root`, asking git where its directories are.
@@ -70,184 +87,158 @@ impl Layout {
         }
     }
 
-    /// Fold one event path into `c`.
-    fn classify(&self, path: &Path, c: &mut Changes) {
-        if let Ok(rest) = path.strip_prefix(&self.receipts) {
-            if let Some(key) = rest
-                .to_str()
-                .and_then(|n| n.strip_suffix(".jsonl"))
-                .filter(|k| !k.contains('/'))
-            {
+    fn refs(&self) -> Option<PathBuf> {
+        self.git_common.as_ref().map(|c| c.join("refs"))
+    }
+
+    /// Fold one changed entry `name` of the watched directory `dir` into `c`.
+    fn classify(&self, dir: &Path, name: &str, c: &mut Changes) {
+        if dir == self.receipts {
+            if let Some(key) = name.strip_suffix(".jsonl") {
                 c.receipts.insert(key.to_string());
-            } else if rest.as_os_str().is_empty() {
-                c.rescan = true; // the directory itself came or went
             }
-        } else if path.starts_with(&self.ticks) || path == self.ev.join("HEAD") {
+        } else if dir == self.ticks {
             c.ticks = true;
-        } else if path == self.ev.join("results").join("selected.json") {
-            c.selected = true;
-        } else if path == self.ev.join("config") {
-            c.config = true;
-        } else if path == self.ev.join("results") {
-            c.rescan = true;
-        } else if self
-            .git_dir
-            .iter()
-            .chain(self.git_common.iter())
-            .any(|g| path.starts_with(g))
-        {
-            // Lock files and the object store never decide a verdict.
-            let noise = path.extension().is_some_and(|e| e == "lock")
-                || path.components().any(|p| p.as_os_str() == "objects");
-            if !noise {
+        } else if dir == self.ev {
+            match name {
+                "HEAD" | "ticks" => c.ticks = true,
+                "config" => c.config = true,
+                "results" => c.rescan = true, // the directory itself came or went
+                _ => {}
+            }
+        } else if dir == self.ev.join("results") {
+            match name {
+                "selected.json" => c.selected = true,
+                "receipts" => c.rescan = true,
+                _ => {}
+            }
+        } else if self.refs().is_some_and(|r| dir.starts_with(r)) {
+            if !name.ends_with(".lock") {
                 c.git = true;
+                if std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir()) {
+                    c.ref_dirs = true;
+                }
             }
+        } else if GIT_DIR_NAMES.contains(&name) {
+            c.git = true;
+        } else if name == "refs" {
+            c.git = true;
+            c.ref_dirs = true;
         }
+    }
+
+    /// The listener for one watched directory: classify, then hand the batch to `sink`.
+    fn listener(&self, dir: &Path, sink: &Sink) -> Listener {
+        let layout = self.clone();
+        let dir = dir.to_path_buf();
+        let sink = Arc::clone(sink);
+        Arc::new(move |changes: dirwatch::Changes| {
+            let mut c = Changes::default();
+            match changes {
+                dirwatch::Changes::Quiet => {}
+                dirwatch::Changes::Rescan => {
+                    c.rescan = true;
+                    if layout.refs().is_some_and(|r| dir.starts_with(r)) {
+                        c.ref_dirs = true;
+                    }
+                }
+                dirwatch::Changes::Names(names) => {
+                    for n in &names {
+                        layout.classify(&dir, n, &mut c);
+                    }
+                }
+            }
+            if !c.is_empty() {
+                sink(c);
+            }
+        })
     }
 }
 
-/// Keeps the watches alive; dropping it stops them.
+/// Keeps a store's watches; dropping it gives them back.
 pub struct StoreWatcher {
-    _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for StoreWatcher {
-    fn drop(&mut self) {
-        // The busy-directory thread notices within one poll interval.
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// How often the busy-directory thread looks at its stop flag (and retries a lost watch).
-const POLL_MS: i32 = 200;
-
-/// Watch `ticks/` and `results/receipts/` with [`DirWatch`] (no opens, no reads) until `stop`,
-/// sending what changed to `tx`, debounced like notify's batches.
-fn watch_busy_dirs(
     layout: Layout,
-    watches: (Option<DirWatch>, Option<DirWatch>),
-    tx: mpsc::Sender<Changes>,
-    stop: Arc<AtomicBool>,
-) {
-    let (mut ticks, mut receipts) = watches;
-    while !stop.load(Ordering::Relaxed) {
-        let live: Vec<&DirWatch> = ticks.iter().chain(receipts.iter()).collect();
-        if live.is_empty() {
-            std::thread::sleep(Duration::from_millis(POLL_MS as u64));
-        } else if !DirWatch::wait_any(&live, POLL_MS) {
-            continue;
-        }
-        let mut c = Changes::default();
-        if ticks.is_none() || receipts.is_none() {
-            // A directory we could not watch (removed, or not there yet): look again, and
-            // since anything may have happened meanwhile, have everything re-read.
-            let (had_ticks, had_receipts) = (ticks.is_some(), receipts.is_some());
-            ticks = ticks.or_else(|| DirWatch::new(&layout.ticks).ok());
-            receipts = receipts.or_else(|| DirWatch::new(&layout.receipts).ok());
-            c.rescan = (!had_ticks && ticks.is_some()) || (!had_receipts && receipts.is_some());
-        }
-        std::thread::sleep(DEBOUNCE);
-        match ticks.as_mut().map(DirWatch::drain) {
-            Some(dirwatch::Changes::Names(_)) => c.ticks = true,
-            Some(dirwatch::Changes::Rescan) => {
-                c.rescan = true;
-                ticks = None;
-            }
-            _ => {}
-        }
-        match receipts.as_mut().map(DirWatch::drain) {
-            Some(dirwatch::Changes::Names(names)) => {
-                c.receipts.extend(
-                    names
-                        .iter()
-                        .filter_map(|n| n.strip_suffix(".jsonl"))
-                        .map(str::to_string),
-                );
-            }
-            Some(dirwatch::Changes::Rescan) => {
-                c.rescan = true;
-                receipts = None;
-            }
-            _ => {}
-        }
-        if !c.is_empty() && tx.send(c).is_err() {
-            return; // nobody listens any more
-        }
-    }
+    sink: Sink,
+    _fixed: Vec<DirWatch>,
+    refs: HashMap<PathBuf, DirWatch>,
 }
 
-/// Watch the store under `root`, sending each non-empty batch of changes to `tx`.
+/// Watch the store of `layout`, handing each non-empty batch of changes to `sink`.
 /// `results/receipts/` is created if missing (writers create it on demand anyway), but never
-/// `results/` or `.evolving` themselves: a store being removed stays removed.
-pub fn watch(layout: Layout, tx: mpsc::Sender<Changes>) -> notify::Result<StoreWatcher> {
+/// `results/` or `.evolving` themselves: a store being removed stays removed. Fails, naming
+/// why, when any of the store's own directories or git's cannot be watched.
+pub fn watch(layout: Layout, sink: Sink) -> Result<StoreWatcher, WatchError> {
     let _ = std::fs::create_dir(&layout.receipts);
-    let busy_tx = tx.clone();
-    let classify = layout.clone();
-    let mut debouncer = new_debouncer(DEBOUNCE, None, move |res: DebounceEventResult| {
-        let mut c = Changes::default();
-        match res {
-            Ok(events) => {
-                for e in events {
-                    if e.need_rescan() {
-                        c.rescan = true;
-                        continue;
-                    }
-                    if matches!(e.kind, EventKind::Access(_)) {
-                        continue;
-                    }
-                    for p in &e.paths {
-                        classify.classify(p, &mut c);
-                    }
-                }
-            }
-            Err(errors) => {
-                for e in errors {
-                    tracing::warn!(error = %e, "watch error: rescanning");
-                }
-                c.rescan = true;
-            }
-        }
-        if !c.is_empty() {
-            let _ = tx.send(c);
-        }
-    })?;
-    debouncer.watch(&layout.ev, RecursiveMode::NonRecursive)?;
-    debouncer.watch(layout.ev.join("results"), RecursiveMode::NonRecursive)?;
-    if let Some(g) = &layout.git_dir {
-        debouncer.watch(g, RecursiveMode::NonRecursive)?;
-    }
+    let mut dirs = vec![
+        layout.ev.clone(),
+        layout.ev.join("results"),
+        layout.ticks.clone(),
+        layout.receipts.clone(),
+    ];
+    dirs.extend(layout.git_dir.iter().cloned());
     if let Some(common) = &layout.git_common {
-        let refs = common.join("refs");
-        if refs.is_dir() {
-            debouncer.watch(&refs, RecursiveMode::Recursive)?;
-        }
         if Some(common) != layout.git_dir.as_ref() {
-            debouncer.watch(common, RecursiveMode::NonRecursive)?;
+            dirs.push(common.clone());
         }
     }
-    // Last, so that a failed notify watch leaves no thread behind; the watches themselves are
-    // made here, so that nothing after this call returns goes unseen.
-    let busy = (
-        DirWatch::new(&layout.ticks).ok(),
-        DirWatch::new(&layout.receipts).ok(),
-    );
-    let stop = Arc::new(AtomicBool::new(false));
-    let thread_stop = Arc::clone(&stop);
-    std::thread::Builder::new()
-        .name("evd-watch".into())
-        .spawn(move || watch_busy_dirs(layout, busy, busy_tx, thread_stop))
-        .map_err(|e| notify::Error::generic(&e.to_string()))?;
-    Ok(StoreWatcher {
-        _debouncer: debouncer,
-        stop,
-    })
+    let mut fixed = Vec::with_capacity(dirs.len());
+    for d in &dirs {
+        fixed.push(hub().watch(d, Some(layout.listener(d, &sink)))?);
+    }
+    let mut w = StoreWatcher {
+        layout,
+        sink,
+        _fixed: fixed,
+        refs: HashMap::new(),
+    };
+    w.sync_refs();
+    Ok(w)
+}
+
+impl StoreWatcher {
+    /// Watch every directory under `refs/` (up to [`MAX_REF_DIRS`]), and stop watching the ones
+    /// that went away.
+    pub fn sync_refs(&mut self) {
+        let Some(refs) = self.layout.refs() else {
+            return;
+        };
+        let mut want = Vec::new();
+        let mut todo = vec![refs];
+        while let Some(d) = todo.pop() {
+            if want.len() >= MAX_REF_DIRS {
+                break;
+            }
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                for e in rd.flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        todo.push(e.path());
+                    }
+                }
+                want.push(d);
+            }
+        }
+        self.refs.retain(|p, _| want.contains(p));
+        for d in want {
+            if !self.refs.contains_key(&d) {
+                match hub().watch(&d, Some(self.layout.listener(&d, &self.sink))) {
+                    Ok(w) => {
+                        self.refs.insert(d, w);
+                    }
+                    Err(e) => {
+                        tracing::debug!(dir = %d.display(), error = %e, "cannot watch a ref directory");
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::process::Command;
+    use std::sync::mpsc;
+    use std::time::Duration;
 
     fn git(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
@@ -268,12 +259,7 @@ mod tests {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline {
             if let Ok(c) = rx.recv_timeout(Duration::from_millis(100)) {
-                seen.receipts.extend(c.receipts);
-                seen.selected |= c.selected;
-                seen.ticks |= c.ticks;
-                seen.config |= c.config;
-                seen.git |= c.git;
-                seen.rescan |= c.rescan;
+                seen.merge(c);
                 if want(&seen) {
                     return seen;
                 }
@@ -296,7 +282,13 @@ mod tests {
         store.init().expect("init");
 
         let (tx, rx) = mpsc::channel();
-        let _w = watch(Layout::of(root), tx).expect("watch");
+        let tx = std::sync::Mutex::new(tx);
+        let sink: Sink = Arc::new(move |c| {
+            if let Ok(t) = tx.lock() {
+                let _ = t.send(c);
+            }
+        });
+        let mut w = watch(Layout::of(root), sink).expect("watch");
 
         let receipts = root.join(".evolving/results/receipts/b5bea41b6c62.jsonl");
         crate::fsio::append(&receipts, b"{\"torn").expect("append");
@@ -311,6 +303,17 @@ mod tests {
 
         std::fs::write(root.join("f"), "2").expect("write");
         git(root, &["commit", "-q", "-am", "two"]);
+        until(&rx, |c| c.git);
+
+        // A branch in a new namespace: the directory is noticed, and once the ref directories
+        // are redone, a move of that branch is seen too.
+        git(root, &["branch", "team/x"]);
+        until(&rx, |c| c.ref_dirs);
+        w.sync_refs();
+        std::fs::write(root.join("f"), "3").expect("write");
+        git(root, &["commit", "-q", "-am", "three"]);
+        while rx.recv_timeout(Duration::from_millis(300)).is_ok() {}
+        git(root, &["update-ref", "refs/heads/team/x", "HEAD"]);
         until(&rx, |c| c.git);
     }
 }

@@ -208,13 +208,6 @@ fn write_state(
     }
 }
 
-/// Hand the heap an evaluation freed (the previous one, its buffers) back to the system, so a
-/// long-lived daemon holds what it keeps rather than its peak.
-fn release_free_memory() {
-    // SAFETY: malloc_trim only releases free heap pages.
-    unsafe { libc::malloc_trim(0) };
-}
-
 /// What the verdicts rest on right now, re-established from the disk and git: everything a
 /// remembered evaluation must match to be reused.
 fn basis(
@@ -265,7 +258,7 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
             let prior = store.memos.prior(&basis, now);
             let e = Arc::new(evaluate(store, &basis, now, true, prior.as_deref())?);
             store.memos.put(basis.clone(), Arc::clone(&e));
-            release_free_memory();
+            crate::resources::release_free_memory();
             e
         }
     };
@@ -357,7 +350,7 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
         let prior = store.memos.prior(&basis, now);
         let e = evaluate(store, &basis, now, false, prior.as_deref())?;
         store.memos.put(basis, Arc::new(e));
-        release_free_memory();
+        crate::resources::release_free_memory();
     }
     Ok(std::mem::take(&mut store.pending_changes))
 }
