@@ -287,6 +287,16 @@ pub fn status(s: &DaemonStatus, json: bool) -> Out {
     ));
     out.line(format!("socket   {}", s.socket));
     out.line(format!("build    {}", s.build_id));
+    let r = &s.resources;
+    out.line(format!(
+        "holds    {} thread(s)  {} fd(s)  {} RSS  {} inotify instance(s) / {} watch(es)  {} connection(s)",
+        r.threads,
+        r.open_fds,
+        human_bytes(r.rss_bytes),
+        r.inotify_instances,
+        r.inotify_watches,
+        r.connections
+    ));
     if s.stores.is_empty() {
         out.line("stores   none open yet");
     } else {
@@ -298,12 +308,29 @@ pub fn status(s: &DaemonStatus, json: bool) -> Out {
                 st.head.as_str()
             };
             out.line(format!(
-                "  {}  {} tick(s)  head {}  {} write(s) since {}",
-                st.root, st.ticks, head, st.writes, st.opened_at
+                "  {}  {} tick(s)  head {}  {} write(s) since {}  idle {}",
+                st.root,
+                st.ticks,
+                head,
+                st.writes,
+                st.opened_at,
+                human_ms(st.idle_ms)
             ));
+            if !st.watch.is_empty() {
+                out.line(format!("    {}", st.watch));
+            }
         }
     }
     out
+}
+
+fn human_bytes(n: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else {
+        format!("{} KiB", n / 1024)
+    }
 }
 
 pub fn propose(r: &proto::rpc::ProposeResult, json: bool) -> Out {

@@ -68,12 +68,12 @@ struct Snapshot {
     head: String,
     writes: u64,
     watch: String,
+    /// `.evolving`'s (device, inode) once the store exists: how a renamed repository is known.
+    identity: Option<(u64, u64)>,
 }
 
 pub struct StoreActor {
     root: PathBuf,
-    /// `.evolving`'s (device, inode) when the actor opened: how a renamed repository is known.
-    identity: Option<(u64, u64)>,
     opened_at: String,
     jobs: mpsc::Sender<Msg>,
     snapshot: Arc<Mutex<Snapshot>>,
@@ -203,6 +203,9 @@ fn actor_loop(
             s.head = store.head().unwrap_or_default();
             s.writes = store.writes;
             s.watch = watch;
+            if s.identity.is_none() && s.held {
+                s.identity = identity_of(&root);
+            }
         }
     }
     // Stopped: the watcher, then the store (and its lock) drop here.
@@ -220,13 +223,11 @@ impl StoreActor {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let push = events.clone();
         let to_self = tx.clone();
-        let identity = identity_of(&root);
         let thread = std::thread::Builder::new()
             .name("evd-store".into())
             .spawn(move || actor_loop(thread_root, rx, to_self, snap, push, predecessor))?;
         Ok(StoreActor {
             root,
-            identity,
             opened_at: crate::clock::now_rfc3339(),
             jobs: tx,
             snapshot,
@@ -249,6 +250,10 @@ impl StoreActor {
 
     fn stop(&self) {
         let _ = self.jobs.send(Msg::Stop);
+    }
+
+    fn identity(&self) -> Option<(u64, u64)> {
+        self.snapshot.lock().ok().and_then(|s| s.identity)
     }
 
     fn finished(&self) -> bool {
@@ -446,7 +451,7 @@ impl Registry {
             inner
                 .stores
                 .iter()
-                .find(|(r, a)| a.identity == Some(id) && identity_of(r) != Some(id))
+                .find(|(r, a)| a.identity() == Some(id) && identity_of(r) != Some(id))
                 .map(|(r, _)| r.clone())
         });
         let mut predecessor = None;
@@ -549,7 +554,7 @@ impl Registry {
     pub fn open_count(&self) -> usize {
         self.inner
             .lock()
-            .map(|i| i.stores.len() + i.closing.len())
+            .map(|i| i.stores.len() + i.closing.values().filter(|a| !a.finished()).count())
             .unwrap_or(0)
     }
 

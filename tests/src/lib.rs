@@ -100,6 +100,8 @@ impl Run {
 pub struct World {
     pub rt: TempDir,
     pub home: TempDir,
+    /// Extra environment every command of this world gets (and so the evd it starts).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for World {
@@ -117,7 +119,30 @@ impl World {
         std::fs::set_permissions(rt.path(), std::fs::Permissions::from_mode(0o700))
             .expect("chmod runtime dir");
         let home = tempfile::tempdir().expect("home tempdir");
-        World { rt, home }
+        World {
+            rt,
+            home,
+            env: Vec::new(),
+        }
+    }
+
+    /// A world whose commands (and so its daemon) all run with `env` added.
+    pub fn with_env(env: &[(&str, &str)]) -> World {
+        let mut w = World::new();
+        w.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        w
+    }
+
+    /// This world's daemon status (`evctl status --json`), if one answers.
+    pub fn status(&self) -> Option<serde_json::Value> {
+        let r = self.evctl(self.home.path(), &["status", "--json"]);
+        if r.code != 0 {
+            return None;
+        }
+        serde_json::from_str(r.stdout.trim()).ok()
     }
 
     /// The evd runtime directory of this world.
@@ -141,7 +166,13 @@ impl World {
             .env_remove("EV_AGENT_ID")
             .env_remove("NO_COLOR")
             .env_remove("GIT_DIR")
+            .env_remove("EVD_NO_WATCH")
+            .env_remove("EVD_STORE_IDLE_SECS")
+            .env_remove("EVD_MAX_OPEN_STORES")
             .stdin(Stdio::null());
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
         c
     }
 

@@ -244,23 +244,45 @@ fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_
 
 /// The daemon answers a repeated check from memory; every change that finished before a
 /// request is in its answer, with no waiting: receipts, the selected-list, a commit touching a
-/// trigger, a new decision, a removed state file, the config and the clock.
+/// trigger, a new decision, a tick edited in place, a removed state file, the config and the
+/// clock.
 #[test]
 fn a_repeated_check_is_never_behind_any_change() {
     let w = World::new();
-    let (repo, id) = setup(&w);
+    never_behind(&w);
+    let st = w.status().expect("status");
+    assert_eq!(st["stores"][0]["watch"], "watched", "{st}");
+}
+
+/// The same with every watch refused: the store is served degraded (validated against the disk
+/// on each request), says so in `status`, and is never stale either.
+#[test]
+fn a_store_that_cannot_be_watched_is_slower_but_never_stale() {
+    let w = World::with_env(&[("EVD_NO_WATCH", "1")]);
+    never_behind(&w);
+    let st = w.status().expect("status");
+    let watch = st["stores"][0]["watch"].as_str().unwrap_or_default();
+    assert!(
+        watch.starts_with("degraded: ") && watch.contains("EVD_NO_WATCH"),
+        "{st}"
+    );
+    assert_eq!(st["resources"]["inotify_instances"], 0, "{st}");
+}
+
+fn never_behind(w: &World) {
+    let (repo, id) = setup(w);
     let rows = |w: &World| hot_equals_cold(w, &repo);
-    assert!(rows(&w).starts_with("not-run\t"));
-    assert!(rows(&w).starts_with("not-run\t"));
+    assert!(rows(w).starts_with("not-run\t"));
+    assert!(rows(w).starts_with("not-run\t"));
 
     append_receipt(&repo, &repo.head());
-    assert!(rows(&w).starts_with("green\t"));
+    assert!(rows(w).starts_with("green\t"));
 
     let selected = repo.ev_dir().join("results/selected.json");
     std::fs::write(&selected, r#"{"changed":["deps.txt"],"selected":[]}"#).expect("write");
-    assert!(rows(&w).starts_with("silently-unbound\t"));
+    assert!(rows(w).starts_with("silently-unbound\t"));
     std::fs::remove_file(&selected).expect("rm");
-    assert!(rows(&w).starts_with("green\t"));
+    assert!(rows(w).starts_with("green\t"));
 
     // A state file removed by hand is back after the next check.
     let state = repo.ev_dir().join(format!("results/state/{id}.json"));
@@ -303,8 +325,53 @@ fn a_repeated_check_is_never_behind_any_change() {
         ],
     )
     .ok();
-    let now = rows(&w);
+    // (Every tick file an hour old: no cache may treat one as just written, and so suspect.)
+    for f in repo.tick_files() {
+        let ok = std::process::Command::new("touch")
+            .args(["-d", "1 hour ago"])
+            .arg(repo.ev_dir().join("ticks").join(f))
+            .status()
+            .expect("touch")
+            .success();
+        assert!(ok, "touch");
+    }
+    let now = rows(w);
     assert_eq!(now.lines().filter(|l| l.contains('\t')).count(), 2, "{now}");
+
+    // A tick edited in place (same file, same inode, as upstream writes ticks): the edit is in
+    // the very next answer, whatever it makes of the tick.
+    let edited = repo
+        .tick_files()
+        .into_iter()
+        .find(|f| {
+            std::fs::read_to_string(repo.ev_dir().join("ticks").join(f))
+                .is_ok_and(|t| t.contains("cache in-process"))
+        })
+        .expect("the tick of the second decision");
+    let path = repo.ev_dir().join("ticks").join(&edited);
+    let text = std::fs::read_to_string(&path).expect("tick");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .expect("open in place");
+        f.write_all(text.replace("\"mac\"", "\"linux-ci\"").as_bytes())
+            .expect("rewrite in place");
+    }
+    let after_edit = rows(w);
+    assert_ne!(after_edit, now, "the in-place edit changed the answer");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .expect("open in place");
+        f.write_all(text.as_bytes()).expect("restore in place");
+    }
+    assert_eq!(rows(w), now);
 
     // A re-tag replaces the first decision in the view by its child.
     w.evctl(
@@ -319,7 +386,7 @@ fn a_repeated_check_is_never_behind_any_change() {
         ],
     )
     .ok();
-    let retagged = rows(&w);
+    let retagged = rows(w);
     assert!(
         !retagged.contains(&id),
         "the superseded tick left the view: {retagged}"
@@ -330,16 +397,16 @@ fn a_repeated_check_is_never_behind_any_change() {
     std::fs::write(repo.path().join("deps.txt"), "redis\n").expect("write");
     git(&repo, &["add", "deps.txt"]);
     git(&repo, &["commit", "-q", "-m", "touch the trigger"]);
-    assert!(rows(&w).contains("stale\t"));
+    assert!(rows(w).contains("stale\t"));
 
     // A fresh run at the new HEAD, then the clock: with a zero-day window, a receipt dated two
     // seconds ahead is green until a second after that, then stale by age.
     set_config(&repo, "staleness_days = 7", "staleness_days = 0");
     append_receipt_at(&repo, &repo.head(), &rfc3339_in(2));
-    let before = rows(&w);
+    let before = rows(w);
     assert!(before.contains("green\t"), "{before}");
     std::thread::sleep(Duration::from_secs(4));
-    let after = rows(&w);
+    let after = rows(w);
     assert!(
         after.contains("(deciding receipt older than the staleness window)"),
         "{after}"
