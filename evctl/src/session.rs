@@ -88,6 +88,11 @@ impl Session {
         if self.no_daemon || self.unreachable.is_some() {
             return None;
         }
+        // evd closes connections that sit idle (while tests ran, say); nothing was sent on this
+        // one since, so connecting again is safe.
+        if self.conn.as_ref().is_some_and(|c| !c.client.is_connected()) {
+            self.conn = None;
+        }
         if self.conn.is_none() {
             match client::connect_or_start(&self.rt_dir).await {
                 Ok(c) => self.conn = Some(c),

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod check_memo;
 pub mod clock;
 pub mod config;
+pub mod connections;
 pub mod dirwatch;
 pub mod events;
 pub mod fsio;

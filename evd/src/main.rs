@@ -101,11 +101,33 @@ fn limits(cli: &Cli) -> evd::registry::Limits {
     l
 }
 
+/// Raise the soft limit on open files to the hard one: every client connection is a descriptor,
+/// and running out makes accept fail for everyone.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) != 0 {
+                tracing::warn!("cannot raise the open-file limit to its hard limit");
+            }
+        }
+    }
+}
+
 fn run(
     rt_dir: &Path,
     activated: Option<UnixListener>,
     limits: evd::registry::Limits,
 ) -> Result<(), String> {
+    raise_fd_limit();
     paths::ensure_private_dir(rt_dir).map_err(|e| e.to_string())?;
     let sock = paths::socket_path(rt_dir);
     let _daemon_lock = lock::try_lock(&paths::daemon_lock_path(rt_dir), &lock::Holder::me("evd"))

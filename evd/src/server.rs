@@ -3,7 +3,7 @@
 
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,7 @@ pub struct Daemon {
     /// not run), so a client can safely retry them against the next daemon.
     pub stopping: AtomicBool,
     /// Client connections being served.
-    pub connections: AtomicUsize,
+    pub connections: Arc<crate::connections::Connections>,
 }
 
 impl Daemon {
@@ -55,7 +55,7 @@ impl Daemon {
             registry: Registry::new(limits),
             stop: CancellationToken::new(),
             stopping: AtomicBool::new(false),
-            connections: AtomicUsize::new(0),
+            connections: Arc::default(),
         }
     }
 
@@ -181,10 +181,7 @@ impl EvApiServer for Rpc {
             uptime_ms: u64::try_from(d.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             socket: d.socket.display().to_string(),
             stores: d.registry.statuses(),
-            resources: crate::resources::snapshot(
-                d.registry.open_count(),
-                d.connections.load(Ordering::SeqCst),
-            ),
+            resources: crate::resources::snapshot(d.registry.open_count(), d.connections.count()),
         })
     }
 
@@ -443,7 +440,9 @@ fn server_config() -> ServerConfig {
     ServerConfig::builder()
         .max_request_body_size(MAX_REQUEST_BYTES)
         .max_response_body_size(64 * 1024 * 1024)
-        .max_connections(512)
+        // evd's own connection tracking (crate::connections) decides who is served; this is
+        // only a backstop above it.
+        .max_connections(crate::connections::HARD_CAP as u32 + 64)
         .max_subscriptions_per_connection(32)
         .set_message_buffer_capacity(256)
         .build()
@@ -452,6 +451,55 @@ fn server_config() -> ServerConfig {
 /// The largest request evd reads (anything larger is refused unread). A `migrate` names its
 /// source files by path rather than carrying them, so no request needs more.
 pub const MAX_REQUEST_BYTES: u32 = 1024 * 1024;
+
+/// Pauses after failed accepts (out of descriptors, say), growing while they keep failing, and
+/// a log that says so at most every ten seconds instead of a line per failure.
+#[derive(Default)]
+struct AcceptBackoff {
+    pause: Option<Duration>,
+    failures: u64,
+    refused: u64,
+    logged: Option<Instant>,
+}
+
+impl AcceptBackoff {
+    fn reset(&mut self) {
+        self.pause = None;
+    }
+
+    fn failed(&mut self, e: &std::io::Error) -> Duration {
+        self.failures += 1;
+        if self
+            .logged
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            tracing::warn!(error = %e, failures = self.failures, "accepting connections fails; backing off");
+            self.logged = Some(Instant::now());
+            self.failures = 0;
+        }
+        let next = self.pause.map_or(Duration::from_millis(10), |p| {
+            (p * 2).min(Duration::from_secs(1))
+        });
+        self.pause = Some(next);
+        next
+    }
+
+    fn refused(&mut self) {
+        self.refused += 1;
+        if self
+            .logged
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            tracing::warn!(
+                refused = self.refused,
+                cap = crate::connections::HARD_CAP,
+                "too many connections, none idle: refusing new ones"
+            );
+            self.logged = Some(Instant::now());
+            self.refused = 0;
+        }
+    }
+}
 
 /// Serve until `daemon.stop` is cancelled. Connections from another uid are dropped unserved.
 pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::Result<()> {
@@ -479,15 +527,32 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
             }
         });
     }
+    {
+        let d = Arc::clone(&daemon);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(500));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = d.stop.cancelled() => break,
+                    _ = every.tick() => { d.connections.sweep(); }
+                }
+            }
+        });
+    }
+    let mut accept_errors = AcceptBackoff::default();
     loop {
         tokio::select! {
             () = daemon.stop.cancelled() => break,
             accepted = listener.accept() => {
                 let stream = match accepted {
-                    Ok((s, _)) => s,
+                    Ok((s, _)) => {
+                        accept_errors.reset();
+                        s
+                    }
                     Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        let pause = accept_errors.failed(&e);
+                        tokio::time::sleep(pause).await;
                         continue;
                     }
                 };
@@ -502,15 +567,26 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
                         continue;
                     }
                 }
-                let svc = svc_builder.clone().build(methods.clone(), stop_handle.clone());
+                let Some(admitted) = daemon.connections.admit() else {
+                    accept_errors.refused();
+                    continue;
+                };
+                let state = Arc::clone(&admitted.state);
+                let svc = svc_builder
+                    .clone()
+                    .set_rpc_middleware(jsonrpsee::server::middleware::rpc::RpcServiceBuilder::new().layer_fn(
+                        move |inner| crate::connections::CallTracking {
+                            inner,
+                            state: Arc::clone(&state),
+                        },
+                    ))
+                    .build(methods.clone(), stop_handle.clone());
                 let stopped = stop_handle.clone().shutdown();
-                let d = Arc::clone(&daemon);
-                d.connections.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
-                    if let Err(e) = serve_with_graceful_shutdown(stream, svc, stopped).await {
+                    let io = crate::connections::Tracked::new(stream, admitted);
+                    if let Err(e) = serve_with_graceful_shutdown(io, svc, stopped).await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
-                    d.connections.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         }
