@@ -110,8 +110,25 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
     let sock = paths::socket_path(rt);
     let binary = evd_binary();
     let want = binary.as_deref().and_then(paths::exe_fingerprint);
-    if let Ok(client) = connect(&sock).await {
-        let h = hello(&client, want.as_deref().unwrap_or("")).await?;
+    let first = connect(&sock).await;
+    if let Err(e) = &first {
+        // Connected but unanswered by a daemon that is alive: starting another cannot help.
+        if e.contains("in time") || e.contains("timed out") {
+            if let Some(h) = live_daemon(rt) {
+                return Err(not_answering(&h, rt));
+            }
+        }
+    }
+    if let Ok(client) = first {
+        let h = match hello(&client, want.as_deref().unwrap_or("")).await {
+            Ok(h) => h,
+            Err(e) => {
+                return Err(match live_daemon(rt) {
+                    Some(h) => not_answering(&h, rt),
+                    None => e,
+                })
+            }
+        };
         if h.protocol == PROTOCOL_VERSION && (want.is_none() || h.compatible) {
             return Ok(Conn::new(client, h));
         }
@@ -140,6 +157,11 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
         }
     }
     wait_daemon_gone(rt).await;
+    // A daemon that holds its lock but does not answer (stopped, overloaded, stuck) is not
+    // replaced by a second one, which could only fail to start: say what is going on instead.
+    if let Some(h) = live_daemon(rt) {
+        return Err(not_answering(&h, rt));
+    }
     let mut child = spawn_daemon(&binary, rt)?;
     let deadline = Instant::now() + START_TIMEOUT;
     let mut pause = Duration::from_millis(2);
@@ -149,6 +171,14 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
             return Ok(Conn::new(client, h));
         }
         if let Ok(Some(status)) = child.try_wait() {
+            // It lost the race for the daemon lock to another one: talk to that one instead.
+            if let Some(h) = live_daemon(rt) {
+                if let Ok(client) = connect(&sock).await {
+                    let h = hello(&client, want.as_deref().unwrap_or("")).await?;
+                    return Ok(Conn::new(client, h));
+                }
+                return Err(not_answering(&h, rt));
+            }
             return Err(format!(
                 "evd exited during startup ({status}); see {}",
                 paths::log_path(rt).display()
@@ -164,6 +194,51 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(50));
     }
+}
+
+/// The daemon that holds the daemon lock of `rt`, when that process is alive and is an evd.
+pub fn live_daemon(rt: &Path) -> Option<lock::Holder> {
+    let h = lock::read_holder(&paths::daemon_lock_path(rt))?;
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", h.pid)).ok()?;
+    let state = std::fs::read_to_string(format!("/proc/{}/stat", h.pid)).ok()?;
+    let zombie = state
+        .rsplit(')')
+        .next()
+        .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+    (comm.trim() == "evd" && !zombie).then_some(h)
+}
+
+/// Whether the process `pid` is stopped (SIGSTOP, a debugger).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_string()))
+        .is_some_and(|r| r.starts_with('T') || r.starts_with('t'))
+}
+
+/// Whether a connection error says a live daemon did not answer (as opposed to none running).
+pub fn is_silent_daemon(error: &str) -> bool {
+    error.starts_with("evd pid ") && error.contains("did not answer within")
+}
+
+/// What to say about a daemon that is alive but did not answer.
+pub fn not_answering(h: &lock::Holder, rt: &Path) -> String {
+    let why = if stopped(h.pid) {
+        "it is stopped (SIGSTOP or a debugger): `kill -CONT {pid}` resumes it"
+            .replace("{pid}", &h.pid.to_string())
+    } else {
+        format!(
+            "it may be overloaded or stuck: see {}, or stop it with `kill {}`",
+            paths::log_path(rt).display(),
+            h.pid
+        )
+    };
+    format!(
+        "evd pid {} (running since {}) did not answer within {} s; {why}",
+        h.pid,
+        h.since,
+        (CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT).as_secs()
+    )
 }
 
 async fn take_start_lock(rt: &Path) -> Result<lock::LockFile, String> {

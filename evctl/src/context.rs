@@ -2,7 +2,7 @@
 //! working directory like git), and the git facts a verb needs (user.name, HEAD, upstream).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use evd::gitfacts::{FactCache, Query};
 use proto::rpc::{Context, GitFacts};
@@ -39,19 +39,20 @@ pub fn store_root(explicit: Option<&str>, cwd: &Path, walk_up: bool) -> PathBuf 
 
 /// Run `git -C dir args…` and return its trimmed stdout when it succeeded and is non-empty.
 pub fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
+    let out = evd::child::git_stdout(Command::new("git").arg("-C").arg(dir).args(args));
+    warn_git_timeouts();
+    out
+}
+
+/// Say (once per command) that a git evctl ran overran its limit: the fact it was asked for is
+/// then unknown, and the verb's own message may not say why.
+pub fn warn_git_timeouts() {
+    for cmd in evd::child::take_timeouts() {
+        eprintln!(
+            "warning: evctl: `{cmd}` did not finish within {} s and was stopped (a hung filesystem, a FIFO or a stale lock in the repository?)",
+            evd::child::git_timeout().as_secs_f32()
+        );
     }
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (!s.is_empty()).then_some(s)
 }
 
 /// Which git facts a request needs; each lookup may be a process spawn, so only ask for what is
@@ -101,7 +102,28 @@ pub fn build(store: &Path, cwd: &Path, needs: Needs) -> Context {
             head,
             upstream,
         },
+        request_id: Some(new_request_id()),
+        wait_ms: u64::try_from(crate::client::call_timeout().as_millis()).ok(),
     }
+}
+
+/// A fresh id for this invocation's write (128 random bits, hex). Retries of the same write
+/// reuse it, so the daemon applies it at most once.
+pub fn new_request_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        // No urandom: the pid, the clock and the address of a stack value, hashed.
+        use sha2::Digest;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let seed = format!("{}:{now}:{:p}", std::process::id(), &bytes);
+        bytes.copy_from_slice(&sha2::Sha256::digest(seed.as_bytes())[..16]);
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The cache of git's answers kept between runs in `<runtime dir>/git-facts.json`.
@@ -137,20 +159,18 @@ pub fn commit_envelope(store: &Path, rev: &str) -> Option<proto::rpc::CommitEnve
         return None;
     }
     let field = |fmt: &str| -> Option<String> {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(store)
-            .args([
+        let out = evd::child::output(
+            Command::new("git").arg("-C").arg(store).args([
                 "show",
                 "-s",
                 &format!("--format={fmt}"),
                 "--end-of-options",
                 rev,
-            ])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
+            ]),
+            evd::child::git_timeout(),
+        );
+        warn_git_timeouts();
+        let out = out.ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())

@@ -83,10 +83,17 @@ impl Out {
 
 /// A refusal: warnings, then `error: <message>`, exit 1. With `--json`, one JSON object on stdout.
 pub fn refusal(r: &Refusal, json: bool) -> Out {
+    // A retried write that had been applied already is a success whose words were lost.
+    let applied = r.code == proto::rpc::codes::ALREADY_APPLIED;
     let mut out = Out {
-        code: 1,
+        code: if applied { 0 } else { 1 },
         ..Out::default()
     };
+    if applied && !json {
+        out.warnings(&r.warnings);
+        out.err(format!("note: evctl: {}", r.message));
+        return out;
+    }
     if json {
         out.json(&serde_json::json!({
             "error": {"code": r.code, "reason": r.reason, "message": r.message},

@@ -112,7 +112,7 @@ impl Session {
     /// did not run the request, so it is retried once against the next daemon.
     async fn rpc<R, Fut>(
         &mut self,
-        call: impl Fn(Arc<Client>) -> Fut,
+        call: &impl Fn(Arc<Client>) -> Fut,
     ) -> Option<Result<R, ClientError>>
     where
         Fut: std::future::Future<Output = Result<R, ClientError>>,
@@ -140,7 +140,7 @@ impl Session {
     where
         Fut: std::future::Future<Output = Result<R, ClientError>>,
     {
-        match self.rpc(call).await {
+        match self.rpc(&call).await {
             Some(Err(e)) if unavailable(&e) => local(),
             Some(r) => r.map_err(call_error),
             None => local(),
@@ -148,7 +148,10 @@ impl Session {
     }
 
     /// A write: the daemon's answer; in-process (under the store lock) only when no daemon
-    /// could be reached at all. A write whose answer was lost is reported, never retried.
+    /// could be reached at all. A write whose answer was lost (the connection cut, the daemon
+    /// killed, no answer in time) is asked again with the same request id, on a fresh
+    /// connection (a new daemon, if need be): the daemon applies a request id at most once, so
+    /// the retry gets the first answer rather than a second write.
     pub async fn write<R, Fut>(
         &mut self,
         call: impl Fn(Arc<Client>) -> Fut,
@@ -157,9 +160,60 @@ impl Session {
     where
         Fut: std::future::Future<Output = Result<R, ClientError>>,
     {
-        match self.rpc(call).await {
-            Some(r) => r.map_err(call_error),
-            None => local(),
+        const RETRIES: usize = 2;
+        let mut attempt = 0;
+        let mut reconnects = 0;
+        loop {
+            match self.rpc(&call).await {
+                // A daemon that could not be reached may be one starting up, or one just
+                // killed whose successor is starting: look again before writing in-process.
+                None if attempt == 0
+                    && !self.no_daemon
+                    && reconnects < 2
+                    && !self
+                        .unreachable
+                        .as_deref()
+                        .is_some_and(client::is_silent_daemon) =>
+                {
+                    reconnects += 1;
+                    self.unreachable = None;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                None if attempt == 0 => return local(),
+                None => {
+                    return Err(Refusal::new(
+                        codes::IO,
+                        "daemon_unreachable",
+                        format!(
+                            "evd did not answer this write, and no daemon could be reached to ask \
+                             again ({}) — it may have been recorded: look with `evctl log` before \
+                             running it again",
+                            self.unreachable.as_deref().unwrap_or("no daemon")
+                        ),
+                    ))
+                }
+                Some(Err(e)) if unavailable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    eprintln!(
+                        "evctl: evd did not answer this write ({e}); asking again with the same \
+                         request id, so it is applied at most once"
+                    );
+                    self.conn = None;
+                }
+                Some(Err(e)) if unavailable(&e) => {
+                    return Err(Refusal::new(
+                        codes::IO,
+                        "daemon_unreachable",
+                        format!(
+                            "evd did not answer this write after {} tries ({e}) — it may have been \
+                             recorded: look with `evctl log` (or `evctl status`) before running it \
+                             again",
+                            RETRIES + 1
+                        ),
+                    ))
+                }
+                Some(r) => return r.map_err(call_error),
+            }
         }
     }
 
@@ -193,11 +247,15 @@ pub fn local_write<R>(
 ) -> Result<R, Refusal> {
     let mut store = local_store(ctx)?;
     if store.exists()? {
+        let forced = std::env::var("EVD_NO_DAEMON").is_ok_and(|v| !v.is_empty() && v != "0");
         store.acquire("evctl").map_err(|mut r| {
             if r.code == codes::LOCKED {
-                r.message.push_str(
-                    " — write through it (unset EVD_NO_DAEMON), or stop it with `evctl shutdown`",
-                );
+                r.message.push_str(if forced {
+                    " — write through it (unset EVD_NO_DAEMON), or stop it with `evctl shutdown`"
+                } else {
+                    " — and that daemon did not answer evctl (stopped, overloaded or starting?): \
+                     nothing was written; retry, or look at it with `evctl status`"
+                });
             }
             r
         })?;

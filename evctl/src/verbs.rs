@@ -422,6 +422,17 @@ fn not_running(rt: &Path, why: &str, json: bool, code: u8) -> Out {
         ..Out::default()
     };
     let sock = paths::socket_path(rt);
+    // Alive but silent is not "not running".
+    if let Some(h) = client::live_daemon(rt) {
+        out.code = 1;
+        let said = client::not_answering(&h, rt);
+        if json {
+            out.json(&serde_json::json!({"running": true, "answering": false, "pid": h.pid, "socket": sock.display().to_string(), "detail": said}));
+        } else {
+            out.err(format!("error: {said}"));
+        }
+        return out;
+    }
     if json {
         out.json(&serde_json::json!({"running": false, "socket": sock.display().to_string(), "detail": why}));
     } else {

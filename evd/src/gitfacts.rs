@@ -42,7 +42,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -703,12 +703,7 @@ impl FactCache {
                         None => c.env_remove(k),
                     };
                 }
-                let out = c.stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
-                if !out.status.success() {
-                    return None;
-                }
-                let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                (!s.is_empty()).then_some(s)
+                crate::child::git_stdout(&mut c)
             }
         }
     }
@@ -951,8 +946,8 @@ mod tests {
                 .env("GIT_AUTHOR_EMAIL", "t@example.com")
                 .env("GIT_COMMITTER_NAME", "t")
                 .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
                 .output()
                 .expect("run git");
             let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -977,9 +972,9 @@ mod tests {
                 .env("GIT_AUTHOR_EMAIL", "t@example.com")
                 .env("GIT_COMMITTER_NAME", "t")
                 .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
                 .status()
                 .expect("run git");
             assert!(st.success(), "git {args:?} failed");

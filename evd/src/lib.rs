@@ -5,6 +5,7 @@
 pub mod answers;
 pub mod audit;
 pub mod check_memo;
+pub mod child;
 pub mod clock;
 pub mod config;
 pub mod connections;
@@ -19,6 +20,7 @@ pub mod paths;
 pub mod receipt_cache;
 pub mod receipts;
 pub mod registry;
+pub mod requests;
 pub mod resources;
 pub mod server;
 pub mod store;

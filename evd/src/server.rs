@@ -95,6 +95,147 @@ where
     Ok(run_on(d, ctx, false, op).await?)
 }
 
+/// [`on_store`] for a write: applied at most once per request id (see [`exactly_once`]).
+async fn on_store_write<R, F>(
+    d: &Daemon,
+    ctx: &proto::rpc::Context,
+    key: Option<String>,
+    op: F,
+) -> RpcResult<R>
+where
+    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
+{
+    let once = ctx.clone();
+    let arrived = Instant::now();
+    on_store(d, ctx, move |store| {
+        exactly_once(store, &once, key, arrived, op)
+    })
+    .await
+}
+
+/// The mark on a write key whose answer is kept even though it appends no tick.
+const RECORD_ALWAYS: &str = "r";
+
+/// What a write is remembered by: the client's request id and a digest of the whole request, so
+/// that a retry (the same request, byte for byte) finds it, while another write a client sends
+/// with the same id (one `check --run` appends several receipts) is a write of its own.
+fn write_key<T: serde::Serialize>(method: &str, req: &T) -> Option<String> {
+    use sha2::Digest;
+    let bytes = serde_json::to_vec(req).ok()?;
+    let mut h = sha2::Sha256::new();
+    h.update(method.as_bytes());
+    h.update([0]);
+    h.update(&bytes);
+    let digest = h.finalize();
+    Some(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Run the write `op` at most once for its request id: a retry of a write that was done gets
+/// the first answer; one whose tick landed but whose answer was lost is told so; one whose
+/// client stopped waiting before it could start is not applied. The answer is durable in the
+/// request log before it goes out (see [`crate::requests`]).
+fn exactly_once<R, F>(
+    store: &mut Store,
+    ctx: &proto::rpc::Context,
+    key: Option<String>,
+    arrived: Instant,
+    op: F,
+) -> Result<R, Refusal>
+where
+    F: FnOnce(&mut Store) -> Result<R, Refusal>,
+    R: serde::Serialize + serde::de::DeserializeOwned,
+{
+    use crate::requests::Seen;
+    let id = match ctx.request_id.as_deref() {
+        None => None,
+        Some(id) if crate::requests::valid_id(id) => {
+            Some(format!("{id}.{}", key.as_deref().unwrap_or("-")))
+        }
+        Some(_) => {
+            return Err(Refusal::new(
+                codes::REFUSED,
+                "request_id",
+                format!(
+                    "a request id is 1 to {} letters, digits, '-' or '_'",
+                    crate::requests::MAX_ID_BYTES
+                ),
+            ))
+        }
+    };
+    if let Some(id) = &id {
+        if store.exists()? {
+            match store.requests.lookup(id) {
+                Some(Seen::Done { answer: Some(a) }) => {
+                    return serde_json::from_value(a).map_err(|e| {
+                        Refusal::new(
+                            codes::INTERNAL,
+                            "internal",
+                            format!("the recorded answer to request {id} is unreadable: {e}"),
+                        )
+                    });
+                }
+                Some(Seen::Done { answer: None }) => return Err(already_applied(id, None)),
+                Some(Seen::Intent { tick }) if store.ticks_dir().join(&tick).is_file() => {
+                    return Err(already_applied(id, Some(&tick)));
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(wait) = ctx.wait_ms {
+        let waited = arrived.elapsed();
+        if waited > Duration::from_millis(wait) {
+            return Err(Refusal::new(
+                codes::EXPIRED,
+                "expired",
+                format!(
+                    "not applied: this write waited {:.1} s for the store, longer than its client \
+                     waits ({:.1} s); nothing was written",
+                    waited.as_secs_f64(),
+                    Duration::from_millis(wait).as_secs_f64()
+                ),
+            ));
+        }
+    }
+    store.current_request = id.clone();
+    let writes = store.writes;
+    let out = op(store);
+    store.current_request = None;
+    // Only a write that wrote is remembered (a dry run, a refusal or a no-op leaves no trace):
+    // ticks appended, or, for writes that append no tick (receipts), the caller says so.
+    let wrote =
+        store.writes != writes || key.as_deref().is_some_and(|k| k.starts_with(RECORD_ALWAYS));
+    if let (Some(id), Ok(answer), true) = (&id, &out, wrote) {
+        match serde_json::to_value(answer) {
+            Ok(v) => {
+                if let Err(e) = store.requests.done(id, v) {
+                    tracing::warn!(error = %e, "cannot record a write's answer; a retry will be told it was applied");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot encode a write's answer for the request log")
+            }
+        }
+    }
+    out
+}
+
+fn already_applied(id: &str, tick: Option<&str>) -> Refusal {
+    let what = match tick {
+        Some(t) => format!("as tick {t} (see `evctl show {t}`)"),
+        None => "already".to_string(),
+    };
+    Refusal::new(
+        codes::ALREADY_APPLIED,
+        "already_applied",
+        format!(
+            "this write (request {id}) was recorded {what} before its answer was lost; nothing \
+             was written again"
+        ),
+    )
+}
+
 /// Run `op` on the store `ctx` names: on its actor, after taking ownership of it (if it exists
 /// yet). A directory without a store opens nothing (unless `create`): `op` then runs once on a
 /// throwaway handle, where it refuses as it would on the actor.
@@ -212,7 +353,8 @@ impl EvApiServer for Rpc {
 
     async fn decide(&self, req: DecideRequest) -> RpcResult<DecideResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::decide(s, &req)).await
+        let key = write_key("decide", &req);
+        on_store_write(&self.0, &ctx, key, move |s| verbs::decide(s, &req)).await
     }
 
     async fn show(&self, req: IdRequest) -> RpcResult<ShowResult> {
@@ -305,9 +447,14 @@ impl EvApiServer for Rpc {
         let sink = pending.accept().await?;
         let (tx, mut rx) = tokio::sync::watch::channel(None::<MigrateProgress>);
         let ctx = req.context.clone();
+        let once = req.context.clone();
+        let key = write_key("migrate_backfill", &req);
+        let arrived = Instant::now();
         let run = run_on(&self.0, &ctx, false, move |store| {
-            verbs::migrate::backfill(store, &req, &mut |p| {
-                let _ = tx.send(Some(p));
+            exactly_once(store, &once, key, arrived, |store| {
+                verbs::migrate::backfill(store, &req, &mut |p| {
+                    let _ = tx.send(Some(p));
+                })
             })
         });
         tokio::pin!(run);
@@ -344,7 +491,11 @@ impl EvApiServer for Rpc {
 
     async fn migrate_reconcile(&self, req: ReconcileRequest) -> RpcResult<ReconcileResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::migrate::reconcile(s, &req)).await
+        let key = write_key("reconcile", &req);
+        on_store_write(&self.0, &ctx, key, move |s| {
+            verbs::migrate::reconcile(s, &req)
+        })
+        .await
     }
 
     async fn migrate_bind_check(&self, req: BindCheckRequest) -> RpcResult<BindCheckResult> {
@@ -368,12 +519,14 @@ impl EvApiServer for Rpc {
 
     async fn propose(&self, req: ProposeRequest) -> RpcResult<ProposeResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::propose(s, &req)).await
+        let key = write_key("propose", &req);
+        on_store_write(&self.0, &ctx, key, move |s| verbs::propose(s, &req)).await
     }
 
     async fn ratify(&self, req: RatifyRequest) -> RpcResult<RatifyResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::ratify(s, &req)).await
+        let key = write_key("ratify", &req);
+        on_store_write(&self.0, &ctx, key, move |s| verbs::ratify(s, &req)).await
     }
 
     async fn pending(&self, req: PendingRequest) -> RpcResult<PendingResult> {
@@ -383,12 +536,14 @@ impl EvApiServer for Rpc {
 
     async fn guard(&self, req: GuardRequest) -> RpcResult<GuardResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::guard(s, &req)).await
+        let key = write_key("guard", &req);
+        on_store_write(&self.0, &ctx, key, move |s| verbs::guard(s, &req)).await
     }
 
     async fn supersede(&self, req: SupersedeRequest) -> RpcResult<SupersedeResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::supersede(s, &req)).await
+        let key = write_key("supersede", &req);
+        on_store_write(&self.0, &ctx, key, move |s| verbs::supersede(s, &req)).await
     }
 
     async fn check(&self, req: CheckRequest) -> RpcResult<CheckResult> {
@@ -402,7 +557,8 @@ impl EvApiServer for Rpc {
 
     async fn receipts_append(&self, req: AppendReceiptsRequest) -> RpcResult<AppendReceiptsResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| {
+        let key = write_key("receipts_append", &req).map(|k| format!("{RECORD_ALWAYS}{k}"));
+        on_store_write(&self.0, &ctx, key, move |s| {
             verbs::check::append_receipts(s, &req)
         })
         .await

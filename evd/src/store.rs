@@ -113,6 +113,11 @@ pub struct Store {
     pub memos: crate::check_memo::Memos,
     /// Verdict changes the last evaluation found, for its caller to take.
     pub pending_changes: Vec<proto::rpc::VerdictChange>,
+    /// The write requests this store applied, by client request id (exactly-once writes).
+    pub requests: crate::requests::RequestLog,
+    /// The id of the write request being served, if it has one: an append records its intent
+    /// under it first.
+    pub current_request: Option<String>,
 }
 
 /// The current view: `(file name, tick)`, newest first.
@@ -157,6 +162,8 @@ impl Store {
             state_watch: crate::check_memo::StateWatch::new(&results),
             memos: crate::check_memo::Memos::default(),
             pending_changes: Vec::new(),
+            requests: crate::requests::RequestLog::new(&results),
+            current_request: None,
         }
     }
 
@@ -230,6 +237,7 @@ impl Store {
                 self.watch = None;
                 self.state_written.clear();
                 self.verdicts = None;
+                self.requests.reset();
             }
             None => {}
         }
@@ -684,10 +692,15 @@ impl Store {
         let dir_stamp = || fs::symlink_metadata(&ticks).ok().map(|m| Stamp::of(&m));
         let in_sync = self.ticks_stamp.is_some() && dir_stamp() == self.ticks_stamp;
         let dest = ticks.join(&tick.id);
+        self.record_intent(&tick.id)?;
         fsio::replace_atomically(&tmp, &dest, tick.file_bytes().as_bytes())
             .map_err(|e| Refusal::io(format!("writing tick: {e}")))?;
-        fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), tick.id.as_bytes())
-            .map_err(|e| Refusal::io(format!("writing tick: {e}")))?;
+        let head = self.ev.join("HEAD");
+        if let Err(e) = fsio::replace_atomically(&tmp, &head, tick.id.as_bytes()) {
+            // Not recorded: take the tick back out before saying so, so that a write reported
+            // as failed never lands (the roll-forward at open would otherwise adopt it).
+            return Err(self.undo_append(&tick.id, &tick.parent_id, &e));
+        }
         self.writes += 1;
         // Keep the cache in step without a rescan when nobody else touched ticks/ meanwhile.
         let file_stamp = fs::symlink_metadata(&dest).ok().map(|m| Stamp::of(&m));
@@ -702,6 +715,45 @@ impl Store {
         // not a watch will also report the new file.
         self.ticks_generation += 1;
         Ok(())
+    }
+
+    /// Before an append under a request id: record, durably, which tick will be HEAD if it
+    /// lands (see [`crate::requests`]).
+    fn record_intent(&mut self, tip: &str) -> Result<(), Refusal> {
+        let Some(id) = self.current_request.clone() else {
+            return Ok(());
+        };
+        self.requests
+            .intent(&id, tip)
+            .map_err(|e| Refusal::io(format!("writing tick: recording the request: {e}")))
+    }
+
+    /// An append whose HEAD update failed: put HEAD back if it moved, remove the tick file, and
+    /// say what happened (and, if the tick could not be taken back, that it may still land).
+    fn undo_append(&mut self, id: &str, parent: &str, e: &io::Error) -> Refusal {
+        let ticks = self.ticks_dir();
+        let head = self.ev.join("HEAD");
+        let undo = || -> io::Result<()> {
+            if self.head().ok().as_deref() == Some(id) {
+                let tmp = self.tmp_dir().map_err(|r| io::Error::other(r.message))?;
+                fsio::replace_atomically(&tmp, &head, parent.as_bytes())?;
+            }
+            match fs::remove_file(ticks.join(id)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            fsio::sync_dir(&ticks)
+        };
+        match undo() {
+            Ok(()) => Refusal::io(format!(
+                "writing tick: {e} — nothing was recorded (the tick file was removed again)"
+            )),
+            Err(u) => Refusal::io(format!(
+                "writing tick: {e}; taking tick {id} back out failed too ({u}): it may become HEAD \
+                 the next time the store is opened — run `evctl verify` and `evctl log` then"
+            )),
+        }
     }
 
     /// Append a whole chain of ticks (each the parent of the next, the first a child of HEAD) and
@@ -743,6 +795,7 @@ impl Store {
             ));
         }
         let total = ticks.len() as u64;
+        self.record_intent(&last.id)?;
         let tmp = self.tmp_dir()?;
         let dir = self.ticks_dir();
         let dir_stamp = || fs::symlink_metadata(&dir).ok().map(|m| Stamp::of(&m));
@@ -809,6 +862,14 @@ impl Store {
         }
         // 4. HEAD moves once, to the tip.
         if let Err(e) = fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), last.id.as_bytes()) {
+            // HEAD may have moved before the error (its directory sync failed): put it back.
+            if self.head().ok().as_deref() == Some(last.id.as_str()) {
+                let _ = fsio::replace_atomically(
+                    &tmp,
+                    &self.ev.join("HEAD"),
+                    ticks[0].parent_id.as_bytes(),
+                );
+            }
             unpublish(&published);
             return Err(fail(e));
         }

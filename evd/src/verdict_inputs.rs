@@ -4,7 +4,7 @@
 //! engine itself (`verdict.rs`) stays pure.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -62,19 +62,15 @@ pub fn cached_origin(results: &Path) -> Option<String> {
 /// A repository-only git query in `root` (never the caller's or evd's own git environment): its
 /// trimmed output when git succeeded and printed something.
 pub fn git<S: AsRef<std::ffi::OsStr>>(root: &Path, args: &[S]) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !s.is_empty()).then_some(s)
+    crate::child::git_stdout(
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE"),
+    )
 }
 
 /// Whether `git rev-list <commit>..HEAD -- <paths>` in `root` prints anything. A git failure, an

@@ -27,6 +27,14 @@ pub struct Context {
     pub agent_id: Option<String>,
     #[serde(default)]
     pub git: GitFacts,
+    /// A write's id, made by the client: a retry with the same id gets the first answer and is
+    /// never applied twice. Reads ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// How long the client waits for the answer, in milliseconds. A write still queued when
+    /// that has passed is not applied (the client has given up on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
 }
 
 /// Facts from the caller's git, each `None` when the lookup failed.
@@ -66,6 +74,10 @@ pub mod codes {
     pub const BAD_STORE: i32 = -32015;
     /// The daemon is stopping and did not run the request: reconnect (to a new one) and retry.
     pub const STOPPING: i32 = -32016;
+    /// A write waited past the time its client waits for an answer, and was not applied.
+    pub const EXPIRED: i32 = -32017;
+    /// A retried write was applied before (its tick is in the store), but its answer was lost.
+    pub const ALREADY_APPLIED: i32 = -32018;
     pub const INTERNAL: i32 = -32603;
 }
 

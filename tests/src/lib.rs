@@ -412,3 +412,26 @@ pub fn gen_store(dir: &Path, ticks: usize, seed: u64) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// One JSON-RPC call over HTTP on the daemon's socket (a fresh connection, closed after):
+/// the whole response object (`result` or `error`).
+pub fn rpc_post(sock: &Path, method: &str, params: serde_json::Value) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        .to_string();
+    let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect to evd");
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw);
+    let (_, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not an HTTP answer: {text:?}"));
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body:?}"))
+}

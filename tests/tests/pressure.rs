@@ -243,3 +243,52 @@ fn a_served_repository_that_moves_is_followed() {
     let want = std::fs::canonicalize(&new).expect("canonical");
     assert_eq!(roots, vec![want.to_string_lossy().as_ref()], "{st}");
 }
+
+/// A daemon that is alive but does not answer (SIGSTOP) is named as such, with what to do —
+/// never "not running", never "exited during startup", never advice about a variable that is
+/// not set — and once it resumes, everything goes through it again.
+#[test]
+fn a_stopped_daemon_is_named_and_not_declared_dead() {
+    let w = World::new();
+    let repo = Repo::new();
+    w.evctl(repo.path(), &["init"]).ok();
+    w.evctl(repo.path(), &["decide", "before", "--blame", "b"])
+        .ok();
+    let pid = w.daemon_pid().expect("daemon");
+    // SAFETY: signalling a process has no memory-safety preconditions.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    struct Resume(u32);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            // SAFETY: as above.
+            unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
+        }
+    }
+    let resume = Resume(pid);
+
+    let st = w.evctl(repo.path(), &["status"]);
+    assert_eq!(st.code, 1, "{st:?}");
+    assert!(!st.stdout.contains("not running"), "{st:?}");
+    assert!(
+        st.stderr.contains(&format!("evd pid {pid}")) && st.stderr.contains("stopped"),
+        "{st:?}"
+    );
+
+    let r = w.evctl(repo.path(), &["decide", "while stopped", "--blame", "b"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains(&format!("evd pid {pid}")), "{r:?}");
+    assert!(!r.stderr.contains("exited during startup"), "{r:?}");
+    assert!(!r.stderr.contains("EVD_NO_DAEMON"), "{r:?}");
+    // Reads are still answered, in-process.
+    let list = w.evctl(repo.path(), &["list"]).ok();
+    assert_eq!(list.stdout.lines().count(), 1, "{list:?}");
+
+    drop(resume);
+    w.evctl(repo.path(), &["decide", "after", "--blame", "b"])
+        .ok();
+    assert_eq!(w.daemon_pid(), Some(pid), "the same daemon serves again");
+    assert_eq!(
+        w.evctl(repo.path(), &["list"]).ok().stdout.lines().count(),
+        2
+    );
+}

@@ -240,10 +240,34 @@ fn basis(
     })
 }
 
+/// When a git child overran during this evaluation, its verdicts rest on facts that could not be
+/// learnt: refuse, keep nothing, and say what hung.
+fn refuse_on_git_timeouts(store: &mut Store) -> Result<(), Refusal> {
+    let timeouts = crate::child::take_timeouts();
+    let Some(first) = timeouts.first() else {
+        return Ok(());
+    };
+    store.memos.clear();
+    std::mem::take(&mut store.pending_changes);
+    Err(Refusal::io(format!(
+        "git did not answer in time: `{first}` ran past {} s and was stopped{}, so the verdicts \
+         that depend on it are unknown — look for a hung filesystem, a FIFO or a stale lock in \
+         the repository, then check again",
+        crate::child::git_timeout().as_secs_f32(),
+        if timeouts.len() > 1 {
+            format!(" ({} git commands in all)", timeouts.len())
+        } else {
+            String::new()
+        }
+    )))
+}
+
 /// `check` (§10.1 steps 1, 2, 4–6): evaluate — or reuse the evaluation made on the very same
 /// basis —, keep the state files current, record the events, answer the rows.
 pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
     let started = Instant::now();
+    // Only this request's git children count.
+    crate::child::take_timeouts();
     store.require()?;
     let attest = req.attest.clone().filter(|a| !a.is_empty());
     store.last_check = (req.offline, attest.clone());
@@ -257,6 +281,7 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         None => {
             let prior = store.memos.prior(&basis, now);
             let e = Arc::new(evaluate(store, &basis, now, true, prior.as_deref())?);
+            refuse_on_git_timeouts(store)?;
             store.memos.put(basis.clone(), Arc::clone(&e));
             crate::resources::release_free_memory();
             e
@@ -323,6 +348,7 @@ fn answer(
 /// Returns the verdicts that changed since the last evaluation.
 pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal> {
     store.require()?;
+    crate::child::take_timeouts();
     if !store.results_dir().join("state").is_dir() {
         // In the background, never recreate what someone is removing.
         return Ok(Vec::new());
@@ -349,6 +375,7 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
     if store.memos.get(&basis, now, false).is_none() {
         let prior = store.memos.prior(&basis, now);
         let e = evaluate(store, &basis, now, false, prior.as_deref())?;
+        refuse_on_git_timeouts(store)?;
         store.memos.put(basis, Arc::new(e));
         crate::resources::release_free_memory();
     }
@@ -427,7 +454,13 @@ fn evaluate(
         );
         parts.push(Arc::new(part));
     }
-    store.keep_trigger_memo(basis.head.clone(), memo);
+    // An answer from a git that overran is no answer: nothing learnt in this pass is kept.
+    let timeouts = crate::child::take_timeouts();
+    if timeouts.is_empty() {
+        store.keep_trigger_memo(basis.head.clone(), memo);
+    } else {
+        crate::child::note_timeouts(timeouts);
+    }
     // Take in this pass's own writes now, so that a change someone makes to one of those files
     // later is never mistaken for ours.
     store.state_watch.sync(&mut store.state_written);
@@ -500,9 +533,11 @@ fn ask_triggers<'t>(
             .chunks(chunk)
             .map(|c| {
                 scope.spawn(move || {
-                    c.iter()
+                    let answers = c
+                        .iter()
                         .map(|(commit, paths)| triggered_since(root, commit, paths))
-                        .collect::<Vec<bool>>()
+                        .collect::<Vec<bool>>();
+                    (answers, crate::child::take_timeouts())
                 })
             })
             .collect();
@@ -511,7 +546,10 @@ fn ask_triggers<'t>(
             .flat_map(|h| {
                 // A worker that panicked answers nothing: those questions are asked again, one
                 // by one, when the ticks are evaluated.
-                h.join().unwrap_or_default()
+                let (answers, timeouts) = h.join().unwrap_or_default();
+                // The request's thread learns which git children overran.
+                crate::child::note_timeouts(timeouts);
+                answers
             })
             .collect()
     });

@@ -367,6 +367,8 @@ mod tests {
                 head: Some("d308afac1b2c3d4e5f60718293a4b5c6d7e8f901".into()),
                 upstream: None,
             },
+            request_id: None,
+            wait_ms: None,
         }
     }
 

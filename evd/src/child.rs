@@ -1,0 +1,146 @@
+//! Child processes with a time limit. evd and evctl run git for facts a verb needs; a git that
+//! hangs (a `.git/HEAD` that is a FIFO, a dead network filesystem, a stuck lock) must fail the
+//! one request that asked, never stall a store's worker or a client for good.
+//!
+//! The limit is [`git_timeout`]: 10 s, or `EVD_GIT_TIMEOUT_MS`. A process that overruns it is
+//! killed; the caller sees [`ChildError::TimedOut`], and the thread that ran it can ask
+//! [`take_timeouts`] which commands overran (so a verb can refuse with a clear error rather than
+//! answer from a fact it could not learn).
+
+use std::cell::RefCell;
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// How long a git child may run.
+pub fn git_timeout() -> Duration {
+    std::env::var("EVD_GIT_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(10))
+}
+
+/// Why a child gave no output.
+#[derive(Debug)]
+pub enum ChildError {
+    Spawn(std::io::Error),
+    /// It ran past its limit and was killed. Holds the command line, for messages.
+    TimedOut(String),
+}
+
+impl std::fmt::Display for ChildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildError::Spawn(e) => write!(f, "cannot run git: {e}"),
+            ChildError::TimedOut(cmd) => write!(
+                f,
+                "`{cmd}` did not finish within {} s and was stopped",
+                git_timeout().as_secs_f32()
+            ),
+        }
+    }
+}
+
+thread_local! {
+    static TIMED_OUT: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Record on this thread commands that overran on another (a worker this thread waited for).
+pub fn note_timeouts(commands: Vec<String>) {
+    TIMED_OUT.with(|t| t.borrow_mut().extend(commands));
+}
+
+/// The commands that overran their limit on this thread since the last call.
+pub fn take_timeouts() -> Vec<String> {
+    TIMED_OUT.with(|t| std::mem::take(&mut *t.borrow_mut()))
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// Run `cmd` (stdin closed, stderr discarded) and collect its stdout, killing it after
+/// `limit`.
+pub fn output(cmd: &mut Command, limit: Duration) -> Result<Output, ChildError> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(ChildError::Spawn)?;
+    let Some(mut stdout) = child.stdout.take() else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(ChildError::Spawn(std::io::Error::other("no stdout pipe")));
+    };
+    // The pipe ends when the child exits (or is killed); a reader thread makes that a channel
+    // message, so the wait below needs no polling.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::Builder::new()
+        .name("evd-child-out".into())
+        .spawn(move || {
+            let mut buf = Vec::new();
+            let _ = stdout.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        })
+        .map_err(ChildError::Spawn)?;
+    match rx.recv_timeout(limit) {
+        Ok(stdout) => {
+            let status = child.wait().map_err(ChildError::Spawn)?;
+            let _ = reader.join();
+            Ok(Output {
+                status,
+                stdout,
+                stderr: Vec::new(),
+            })
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = reader.join();
+            let what = describe(cmd);
+            tracing::warn!(command = %what, limit_ms = limit.as_millis() as u64, "a git child overran its time limit and was stopped");
+            TIMED_OUT.with(|t| t.borrow_mut().push(what.clone()));
+            Err(ChildError::TimedOut(what))
+        }
+    }
+}
+
+/// [`output`] with the git limit: trimmed stdout when git succeeded and printed something.
+pub fn git_stdout(cmd: &mut Command) -> Option<String> {
+    let out = output(cmd, git_timeout()).ok()?;
+    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !s.is_empty()).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_that_overruns_is_stopped_and_reported() {
+        let started = std::time::Instant::now();
+        let mut c = Command::new("sleep");
+        c.arg("30");
+        let r = output(&mut c, Duration::from_millis(200));
+        assert!(matches!(r, Err(ChildError::TimedOut(_))), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(take_timeouts(), vec!["sleep 30".to_string()]);
+        assert!(take_timeouts().is_empty());
+    }
+
+    #[test]
+    fn a_child_within_its_limit_gives_its_output() {
+        let mut c = Command::new("echo");
+        c.arg("hello");
+        let out = output(&mut c, Duration::from_secs(10)).expect("ran");
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    }
+}
