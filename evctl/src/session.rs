@@ -155,12 +155,16 @@ impl Session {
     pub async fn write<R, Fut>(
         &mut self,
         call: impl Fn(Arc<Client>) -> Fut,
-        local: impl FnOnce() -> Result<R, Refusal>,
+        mut local: impl FnMut() -> Result<R, Refusal>,
     ) -> Result<R, Refusal>
     where
         Fut: std::future::Future<Output = Result<R, ClientError>>,
     {
         const RETRIES: usize = 2;
+        // How long a write keeps looking for the daemon that holds its store (one being
+        // started, or the successor of one just killed) before it gives up.
+        const FIND_HOLDER: std::time::Duration = std::time::Duration::from_secs(15);
+        let started = std::time::Instant::now();
         let mut attempt = 0;
         let mut reconnects = 0;
         loop {
@@ -179,7 +183,25 @@ impl Session {
                     self.unreachable = None;
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
-                None if attempt == 0 => return local(),
+                None if attempt == 0 => match local() {
+                    // The store is held by a daemon this client could not reach: one starting,
+                    // or one killed a moment ago whose lock is about to go. Nothing was written;
+                    // look for it again (a daemon that connected and stayed silent is not
+                    // waited for twice: that costs the whole handshake timeout each time).
+                    Err(e)
+                        if e.code == codes::LOCKED
+                            && !self.no_daemon
+                            && started.elapsed() < FIND_HOLDER
+                            && !self
+                                .unreachable
+                                .as_deref()
+                                .is_some_and(client::is_silent_daemon) =>
+                    {
+                        self.unreachable = None;
+                        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                    }
+                    r => return r,
+                },
                 None => {
                     return Err(Refusal::new(
                         codes::IO,

@@ -53,14 +53,16 @@ pub struct ConnState {
     owed_since: AtomicU64,
     in_flight: AtomicUsize,
     subscribed: AtomicBool,
+    answered: Arc<AtomicU64>,
     /// Cancelled to close the connection.
     pub close: CancellationToken,
 }
 
 impl ConnState {
-    fn new(epoch: Instant) -> ConnState {
+    fn new(epoch: Instant, answered: Arc<AtomicU64>) -> ConnState {
         let now = ms(epoch);
         ConnState {
+            answered,
             epoch,
             last_activity: AtomicU64::new(now),
             owed_since: AtomicU64::new(now + 1),
@@ -99,6 +101,7 @@ impl ConnState {
 
     fn end_call(&self) {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.answered.fetch_add(1, Ordering::Relaxed);
         self.touched();
     }
 
@@ -137,6 +140,8 @@ fn ms(epoch: Instant) -> u64 {
 /// Every open connection.
 pub struct Connections {
     epoch: Instant,
+    /// Calls answered since the last sweep (the sweep then gives freed heap back).
+    answered: Arc<AtomicU64>,
     next: AtomicU64,
     open: Mutex<HashMap<u64, Arc<ConnState>>>,
 }
@@ -145,6 +150,7 @@ impl Default for Connections {
     fn default() -> Connections {
         Connections {
             epoch: Instant::now(),
+            answered: Arc::new(AtomicU64::new(0)),
             next: AtomicU64::new(0),
             open: Mutex::new(HashMap::new()),
         }
@@ -194,7 +200,7 @@ impl Connections {
             }
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let state = Arc::new(ConnState::new(self.epoch));
+        let state = Arc::new(ConnState::new(self.epoch, Arc::clone(&self.answered)));
         m.insert(id, Arc::clone(&state));
         Some(Admitted {
             state,
@@ -203,8 +209,13 @@ impl Connections {
         })
     }
 
-    /// Close every connection that overstayed; returns how many were closed.
+    /// Close every connection that overstayed; returns how many were closed. When calls were
+    /// answered since the last sweep, the heap their answers used is given back to the system
+    /// (a large `list` or `log` must not leave the daemon at its peak).
     pub fn sweep(&self) -> usize {
+        if self.answered.swap(0, Ordering::Relaxed) > 0 {
+            crate::resources::release_free_memory();
+        }
         let now = ms(self.epoch);
         let Ok(mut m) = self.open.lock() else {
             return 0;
@@ -375,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_connection_owes_a_request_from_the_start_and_is_idle_once_answered() {
-        let c = ConnState::new(Instant::now());
+        let c = ConnState::new(Instant::now(), Arc::default());
         assert!(!c.idle());
         let deadline = millis(REQUEST_DEADLINE);
         assert_eq!(c.verdict(deadline - 10), None);

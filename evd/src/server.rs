@@ -665,6 +665,7 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
     let (stop_handle, server_handle) = stop_channel();
     let svc_builder = jsonrpsee::server::Server::builder()
         .set_config(server_config())
+        .set_http_middleware(tower::ServiceBuilder::new().layer(crate::http_guard::ValidIdsLayer))
         .to_service_builder();
     let me = crate::users::euid();
     {

@@ -687,6 +687,7 @@ impl Store {
                 "internal: append without holding the store lock",
             ));
         }
+        crate::limits::check_tick(&tick)?;
         let tmp = self.tmp_dir()?;
         let ticks = self.ticks_dir();
         let dir_stamp = || fs::symlink_metadata(&ticks).ok().map(|m| Stamp::of(&m));
@@ -793,6 +794,9 @@ impl Store {
                 "not_a_chain",
                 "internal: a batch must be a chain descending from HEAD (HEAD moved?); nothing was written",
             ));
+        }
+        for t in ticks {
+            crate::limits::check_tick(t)?;
         }
         let total = ticks.len() as u64;
         self.record_intent(&last.id)?;

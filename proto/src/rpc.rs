@@ -62,22 +62,25 @@ pub struct Warning {
 // ---------------------------------------------------------------------------------------------
 // Errors
 
-/// JSON-RPC error codes of refusals (the params-shape code -32602 is jsonrpsee's own).
+/// JSON-RPC error codes of refusals (the params-shape code -32602 is jsonrpsee's own). They sit
+/// in the implementation-defined server range and clear of the codes jsonrpsee itself answers
+/// with (-32000 to -32011: oversized requests and responses, busy, batch limits), so a client can
+/// always tell which said what.
 pub mod codes {
-    pub const NO_STORE: i32 = -32010;
-    pub const NOT_FOUND: i32 = -32011;
-    pub const REFUSED: i32 = -32012;
-    pub const IO: i32 = -32013;
+    pub const NO_STORE: i32 = -32040;
+    pub const NOT_FOUND: i32 = -32041;
+    pub const REFUSED: i32 = -32042;
+    pub const IO: i32 = -32043;
     /// The store is owned by another daemon (or another user's).
-    pub const LOCKED: i32 = -32014;
+    pub const LOCKED: i32 = -32044;
     /// The store path itself is unusable (a symlink, not a directory, …).
-    pub const BAD_STORE: i32 = -32015;
+    pub const BAD_STORE: i32 = -32045;
     /// The daemon is stopping and did not run the request: reconnect (to a new one) and retry.
-    pub const STOPPING: i32 = -32016;
+    pub const STOPPING: i32 = -32046;
     /// A write waited past the time its client waits for an answer, and was not applied.
-    pub const EXPIRED: i32 = -32017;
+    pub const EXPIRED: i32 = -32047;
     /// A retried write was applied before (its tick is in the store), but its answer was lost.
-    pub const ALREADY_APPLIED: i32 = -32018;
+    pub const ALREADY_APPLIED: i32 = -32048;
     pub const INTERNAL: i32 = -32603;
 }
 

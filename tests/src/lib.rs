@@ -416,9 +416,14 @@ pub fn gen_store(dir: &Path, ticks: usize, seed: u64) {
 /// One JSON-RPC call over HTTP on the daemon's socket (a fresh connection, closed after):
 /// the whole response object (`result` or `error`).
 pub fn rpc_post(sock: &Path, method: &str, params: serde_json::Value) -> serde_json::Value {
-    use std::io::{Read, Write};
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         .to_string();
+    rpc_post_raw(sock, &body)
+}
+
+/// POST `body` as it is (a JSON-RPC request, or not) and parse the JSON answer.
+pub fn rpc_post_raw(sock: &Path, body: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(sock).expect("connect to evd");
     s.set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");

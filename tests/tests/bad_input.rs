@@ -295,7 +295,7 @@ fn show_with_a_path_for_an_id_is_not_found() {
                 serde_json::json!([{"context": {"store": f.store(&f.healthy)}, "id": id}]),
             ),
         );
-        let msg = expect_error(&v, -32011);
+        let msg = expect_error(&v, -32041);
         assert_eq!(msg, format!("no tick with id {id}"));
         f.still_serving(&format!("ev.show {id:?}"));
     }
@@ -322,7 +322,7 @@ fn a_relative_or_missing_store_path_is_a_clear_refusal() {
                 &f.w.socket(),
                 &call(method, serde_json::json!([{"context": {"store": store}}])),
             );
-            let msg = expect_error(&v, -32015);
+            let msg = expect_error(&v, -32045);
             assert!(msg.contains(want), "{method} {store:?}: {msg}");
             f.still_serving(&format!("{method} on store {store:?}"));
         }
@@ -342,7 +342,7 @@ fn a_store_whose_evolving_is_a_symlink_is_refused() {
             &f.w.socket(),
             &call(method, serde_json::json!([{"context": {"store": store}}])),
         );
-        let msg = expect_error(&v, -32015);
+        let msg = expect_error(&v, -32045);
         assert!(msg.contains("symlink"), "{method}: {msg}");
         f.still_serving(&format!("{method} through a symlinked .evolving"));
     }

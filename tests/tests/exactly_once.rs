@@ -65,7 +65,7 @@ fn a_retried_write_gets_its_first_answer_and_is_applied_once() {
     std::fs::write(&log, kept).expect("rewrite the log");
     w.evctl(repo.path(), &["list"]).ok();
     let retry = rpc_post(&w.socket(), "ev.decide", params);
-    assert_eq!(retry["error"]["code"], -32018, "{retry}");
+    assert_eq!(retry["error"]["code"], -32048, "{retry}");
     let msg = retry["error"]["data"]["message"]
         .as_str()
         .unwrap_or_default();
@@ -81,7 +81,7 @@ fn a_retried_write_gets_its_first_answer_and_is_applied_once() {
         "ev.decide",
         decide_params(repo.path(), "not an id!", "x"),
     );
-    assert_eq!(bad["error"]["code"], -32012, "{bad}");
+    assert_eq!(bad["error"]["code"], -32042, "{bad}");
 }
 
 /// SIGKILL three times during a stream of decides: every evctl retries its lost answer with the

@@ -731,6 +731,21 @@ pub fn append_receipts(
             )),
         })
         .collect::<Result<Vec<_>, Refusal>>()?;
+    let lines: Vec<String> = checked
+        .iter()
+        .map(|(r, result)| {
+            Receipt {
+                test: r.test.clone(),
+                platform: r.platform.clone(),
+                commit: r.commit.clone(),
+                ran_at: crate::clock::now_rfc3339(),
+                result: *result,
+                falsifiable: r.falsifiable,
+            }
+            .line()
+        })
+        .collect();
+    crate::limits::check_receipts(&lines)?;
     let mut out = AppendReceiptsResult::default();
     for (r, result) in checked {
         let receipt = Receipt {

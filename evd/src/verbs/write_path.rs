@@ -90,6 +90,8 @@ pub fn write(
     let parent_id = store.head().map_err(with)?;
     let now = crate::clock::now();
     let tick = mint(new, parent_id, now);
+    // A preview is refused exactly as the write would be.
+    crate::limits::check_tick(&tick).map_err(with)?;
     if !preview {
         let event = crate::events::tick_event(op, &tick, now);
         store.append(tick.clone()).map_err(with)?;
