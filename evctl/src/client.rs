@@ -109,7 +109,9 @@ pub async fn connect_existing(rt: &Path) -> Result<Conn, String> {
 pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
     let sock = paths::socket_path(rt);
     let binary = evd_binary();
-    let want = binary.as_deref().and_then(paths::exe_fingerprint);
+    let want = binary
+        .as_deref()
+        .and_then(|b| paths::build_identity(b, Some(rt)));
     let first = connect(&sock).await;
     if let Err(e) = &first {
         // Connected but unanswered by a daemon that is alive: starting another cannot help.
@@ -245,7 +247,7 @@ async fn take_start_lock(rt: &Path) -> Result<lock::LockFile, String> {
     let path = paths::start_lock_path(rt);
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
-        match lock::try_lock(&path, &lock::Holder::me("evctl")) {
+        match lock::try_lock_private(&path, &lock::Holder::me("evctl")) {
             Ok(l) => return Ok(l),
             Err(lock::LockError::Held { .. }) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -260,7 +262,7 @@ pub async fn wait_daemon_gone(rt: &Path) {
     let path = paths::daemon_lock_path(rt);
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        match lock::try_lock(&path, &lock::Holder::me("evctl")) {
+        match lock::try_lock_private(&path, &lock::Holder::me("evctl")) {
             Ok(l) => {
                 drop(l);
                 return;
@@ -272,10 +274,7 @@ pub async fn wait_daemon_gone(rt: &Path) {
 
 fn spawn_daemon(binary: &Path, rt: &Path) -> Result<std::process::Child, String> {
     use std::os::unix::process::CommandExt;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(paths::log_path(rt))
+    let log = paths::open_private_append(&paths::log_path(rt))
         .map_err(|e| format!("cannot open the daemon log: {e}"))?;
     let mut cmd = Command::new(binary);
     cmd.arg("serve")

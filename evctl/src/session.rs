@@ -35,6 +35,19 @@ pub struct Session {
     unreachable: Option<String>,
 }
 
+/// Whether evctl refused the runtime directory or a file in it (someone else may have been at
+/// it): no daemon is started there, and looking again cannot help.
+fn refused(unreachable: &str) -> bool {
+    unreachable.contains("refusing ")
+}
+
+/// Whether the daemon is out of reach for this whole run: one that connected and stayed
+/// silent (waiting for it again costs the whole handshake timeout), or a runtime directory
+/// evctl refuses to use.
+fn out_of_reach(unreachable: Option<&str>) -> bool {
+    unreachable.is_some_and(|u| client::is_silent_daemon(u) || refused(u))
+}
+
 /// A transport failure (as opposed to the daemon's refusal).
 fn unavailable(e: &ClientError) -> bool {
     !matches!(e, ClientError::Call(_))
@@ -97,7 +110,9 @@ impl Session {
             match client::connect_or_start(&self.rt_dir).await {
                 Ok(c) => self.conn = Some(c),
                 Err(e) => {
-                    if std::env::var_os("EVCTL_DEBUG").is_some() {
+                    // A runtime directory (or a file in it) that is not safe to use is worth
+                    // saying every time: someone else may have been at it.
+                    if std::env::var_os("EVCTL_DEBUG").is_some() || refused(&e) {
                         eprintln!("evctl: evd unreachable ({e}); answering in-process");
                     }
                     self.unreachable = Some(e);
@@ -174,10 +189,7 @@ impl Session {
                 None if attempt == 0
                     && !self.no_daemon
                     && reconnects < 2
-                    && !self
-                        .unreachable
-                        .as_deref()
-                        .is_some_and(client::is_silent_daemon) =>
+                    && !out_of_reach(self.unreachable.as_deref()) =>
                 {
                     reconnects += 1;
                     self.unreachable = None;
@@ -186,16 +198,12 @@ impl Session {
                 None if attempt == 0 => match local() {
                     // The store is held by a daemon this client could not reach: one starting,
                     // or one killed a moment ago whose lock is about to go. Nothing was written;
-                    // look for it again (a daemon that connected and stayed silent is not
-                    // waited for twice: that costs the whole handshake timeout each time).
+                    // look for it again (unless it is out of reach for good).
                     Err(e)
                         if e.code == codes::LOCKED
                             && !self.no_daemon
                             && started.elapsed() < FIND_HOLDER
-                            && !self
-                                .unreachable
-                                .as_deref()
-                                .is_some_and(client::is_silent_daemon) =>
+                            && !out_of_reach(self.unreachable.as_deref()) =>
                     {
                         self.unreachable = None;
                         tokio::time::sleep(std::time::Duration::from_millis(150)).await;

@@ -7,12 +7,32 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// What kind of file `m` describes, for messages ("a directory").
+pub fn kind_of(m: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symlink"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a device"
+    }
+}
+
 /// Open an existing file for reading without following a final symlink, and refuse anything that
-/// is not a regular file.
+/// is not a regular file. `O_NONBLOCK` keeps a FIFO planted in its place from blocking the open
+/// (it has no effect on a regular file).
 pub fn open_regular(path: &Path) -> io::Result<File> {
     let f = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
@@ -109,6 +129,16 @@ pub fn replace_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Resu
 /// caches (state files, the cached origin sha) that are recomputed from the ledger anyway. A
 /// reader never sees a torn file; a power cut may lose the newest version, never the ledger.
 pub fn replace_unsynced(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_unsynced_mode(dest, bytes, 0o644)
+}
+
+/// [`replace_unsynced`] for a file only its owner may read (mode 0600): the runtime directory's
+/// caches.
+pub fn replace_private(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_unsynced_mode(dest, bytes, 0o600)
+}
+
+fn replace_unsynced_mode(dest: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = dest
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no parent"))?;
@@ -116,7 +146,7 @@ pub fn replace_unsynced(dest: &Path, bytes: &[u8]) -> io::Result<()> {
     let res = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o644)
+        .mode(mode)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)
         .and_then(|mut f| f.write_all(bytes))

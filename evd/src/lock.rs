@@ -91,14 +91,24 @@ impl LockError {
     }
 }
 
-/// Try to take the lock at `path` without waiting, recording `holder` in it on success.
+/// Try to take the lock at `path` without waiting, recording `holder` in it on success. A new
+/// lock file is readable by others (so another user's evd can name who holds a store).
 pub fn try_lock(path: &Path, holder: &Holder) -> Result<LockFile, LockError> {
+    try_lock_mode(path, holder, 0o644)
+}
+
+/// [`try_lock`] for the runtime directory's locks: a new lock file only its owner can read.
+pub fn try_lock_private(path: &Path, holder: &Holder) -> Result<LockFile, LockError> {
+    try_lock_mode(path, holder, 0o600)
+}
+
+fn try_lock_mode(path: &Path, holder: &Holder, mode: u32) -> Result<LockFile, LockError> {
     let opened = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .mode(0o644)
+        .mode(mode)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path);
     let (mut file, writable) = match opened {

@@ -49,9 +49,12 @@ fn main() -> ExitCode {
     let activated = systemd::activated_listener();
     let filter = tracing_subscriber::EnvFilter::try_from_env("EVD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only for a person watching a terminal: evd.log is a file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
     let rt_dir = cli.runtime_dir.clone().unwrap_or_else(paths::runtime_dir);
     let limits = limits(&cli);
@@ -130,13 +133,14 @@ fn run(
     raise_fd_limit();
     paths::ensure_private_dir(rt_dir).map_err(|e| e.to_string())?;
     let sock = paths::socket_path(rt_dir);
-    let _daemon_lock = lock::try_lock(&paths::daemon_lock_path(rt_dir), &lock::Holder::me("evd"))
-        .map_err(|e| {
-        e.describe(&format!(
-            "another evd already serves {}: the daemon lock",
-            sock.display()
-        ))
-    })?;
+    let _daemon_lock =
+        lock::try_lock_private(&paths::daemon_lock_path(rt_dir), &lock::Holder::me("evd"))
+            .map_err(|e| {
+                e.describe(&format!(
+                    "another evd already serves {}: the daemon lock",
+                    sock.display()
+                ))
+            })?;
     let (listener, bound_ino) = match activated {
         Some(l) => {
             tracing::info!("using the socket systemd passed");
@@ -157,10 +161,7 @@ fn run(
             (l, ino)
         }
     };
-    let exe = std::env::current_exe().ok();
-    let build_id = exe
-        .as_deref()
-        .and_then(paths::exe_fingerprint)
+    let build_id = paths::own_build_identity(Some(rt_dir))
         .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
     if let Err(e) = evd::answers::init(rt_dir) {
         tracing::warn!(error = %e, "cannot prepare the answers directory; large answers go inline");

@@ -689,10 +689,25 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(500));
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The runtime directory is re-checked every few seconds: a mode someone loosened
+            // is taken back, and what cannot be fixed is logged once per change.
+            let rt = d.socket.parent().map(std::path::Path::to_path_buf);
+            let mut rounds = 0u32;
+            let mut said: Option<String> = None;
             loop {
                 tokio::select! {
                     () = d.stop.cancelled() => break,
-                    _ = every.tick() => { d.connections.sweep(); }
+                    _ = every.tick() => {
+                        d.connections.sweep();
+                        rounds = rounds.wrapping_add(1);
+                        if let (Some(rt), 0) = (&rt, rounds % 10) {
+                            let now = crate::paths::recheck_private_dir(rt);
+                            if now.is_some() && now != said {
+                                tracing::warn!(problem = now.as_deref().unwrap_or_default(), "runtime directory");
+                            }
+                            said = now;
+                        }
+                    }
                 }
             }
         });

@@ -131,6 +131,14 @@ pub type VerdictSnapshot =
 pub type TriggerAnswers =
     std::collections::HashMap<String, std::collections::HashMap<Vec<String>, bool>>;
 
+/// `ticks/` as read fresh from disk for the audit.
+pub struct FreshTicks {
+    /// Every regular file (and symlink, which the audit reports), with its text.
+    pub files: Vec<crate::audit::AuditFile>,
+    /// Every other entry, by name, with what it is ("a directory"), sorted by name.
+    pub odd: Vec<(String, &'static str)>,
+}
+
 /// The name of the lock file, under `results/` (the per-host part nobody commits).
 pub const LOCK_FILE: &str = "evd.lock";
 
@@ -226,6 +234,7 @@ impl Store {
     /// Become the store's only writer. Refused, naming the holder, when another process owns it.
     /// Also finishes an append a crash interrupted (see [`Store::recover_head`]).
     pub fn acquire(&mut self, kind: &str) -> Result<(), Refusal> {
+        self.check_layout()?;
         match &self.lock {
             Some(l) if l.still_valid() => return Ok(()),
             Some(_) => {
@@ -256,6 +265,107 @@ impl Store {
         self.clean_temp();
         self.recover_head()?;
         Ok(())
+    }
+
+    /// What every owned request checks first (three `lstat`s): `.evolving` belongs to the user
+    /// evd runs as, and neither `ticks/` nor `results/` is a symlink or anything but a directory.
+    /// A link would carry writes into another store, past that store's lock; a store of another
+    /// user would get files owned by us (git refuses such a repository as of dubious ownership).
+    pub fn check_layout(&self) -> Result<(), Refusal> {
+        let bad =
+            |reason: &str, message: String| Err(Refusal::new(codes::BAD_STORE, reason, message));
+        let me = crate::users::euid();
+        if let Ok(m) = fs::symlink_metadata(&self.ev) {
+            if m.uid() != me {
+                return bad(
+                    "store_dubious_owner",
+                    format!(
+                        "refusing store {}: .evolving is owned by {} (uid {}), not by {} (uid {me}) \
+                         that evd runs as — a store of another user is never opened (as git refuses \
+                         a repository of dubious ownership); run evctl as its owner",
+                        self.root.display(),
+                        crate::users::name_of(m.uid()),
+                        m.uid(),
+                        crate::users::name_of(me),
+                    ),
+                );
+            }
+        }
+        for sub in ["ticks", "results"] {
+            match fs::symlink_metadata(self.ev.join(sub)) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    return bad(
+                        "store_symlink",
+                        format!(
+                            "refusing store {}: .evolving/{sub} is a symlink (evd never follows \
+                             links inside a store: a write through it would land in another \
+                             directory)",
+                            self.root.display()
+                        ),
+                    )
+                }
+                Ok(m) if !m.is_dir() => {
+                    return bad(
+                        "store_not_dir",
+                        format!(
+                            "refusing store {}: .evolving/{sub} is not a directory",
+                            self.root.display()
+                        ),
+                    )
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// HEAD as the parent of a new tick: empty (the first tick), or the 12-hex id of a regular
+    /// file in `ticks/`. Anything else (garbage, a path, a directory where the tick was) is
+    /// refused before anything is written.
+    pub fn head_for_write(&self) -> Result<String, Refusal> {
+        let head = self.head()?;
+        match self.head_problem(&head) {
+            None => Ok(head),
+            Some(problem) => Err(Refusal::new(
+                codes::REFUSED,
+                "bad_head",
+                format!(
+                    "refusing to write to store {}: {problem}; nothing was written (HEAD must \
+                     name the newest tick: `evctl verify` reports what is wrong)",
+                    self.root.display()
+                ),
+            )),
+        }
+    }
+
+    /// What is wrong with `head` (HEAD's trimmed text), if anything.
+    pub fn head_problem(&self, head: &str) -> Option<String> {
+        if head.is_empty() {
+            return None;
+        }
+        if !proto::vocab::is_tick_id(head) {
+            let mut shown: String = head.chars().take(40).collect();
+            if shown.len() < head.len() {
+                shown.push('…');
+            }
+            return Some(format!(
+                "HEAD holds {shown:?} ({} bytes), which is not a tick id (12 lowercase hex)",
+                head.len()
+            ));
+        }
+        match fs::symlink_metadata(self.ticks_dir().join(head)) {
+            Ok(m) if m.is_file() => None,
+            Ok(m) => Some(format!(
+                "HEAD names {head}, but ticks/{head} is {}, not a tick file",
+                crate::fsio::kind_of(&m)
+            )),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Some(format!("HEAD names {head}, but there is no ticks/{head}"))
+            }
+            Err(e) => Some(format!(
+                "HEAD names {head}, and ticks/{head} cannot be read: {e}"
+            )),
+        }
     }
 
     fn tmp_dir(&self) -> Result<PathBuf, Refusal> {
@@ -624,16 +734,24 @@ impl Store {
     }
 
     /// Read every tick file fresh from disk, bypassing the cache (for the audit). The reads are
-    /// spread over the available cores.
-    pub fn read_all_fresh(&self) -> Result<Vec<crate::audit::AuditFile>, Refusal> {
+    /// spread over the available cores. Entries of `ticks/` that are neither regular files nor
+    /// symlinks (directories, FIFOs, sockets, devices) are not read; they are returned by name
+    /// with what they are, for the audit to report.
+    pub fn read_all_fresh(&self) -> Result<FreshTicks, Refusal> {
         let dir = self.ticks_dir();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         let mut names = Vec::new();
+        let mut odd = Vec::new();
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-            // d_type from readdir: no stat needed to skip directories and spot links.
+            // d_type from readdir: no stat needed to set aside directories and spot links.
             let Ok(ft) = ent.file_type() else { continue };
-            if ft.is_dir() {
+            if !ft.is_file() && !ft.is_symlink() {
+                let name = ent.file_name().to_string_lossy().into_owned();
+                let kind = fs::symlink_metadata(ent.path())
+                    .map(|m| fsio::kind_of(&m))
+                    .unwrap_or("not a regular file");
+                odd.push((name, kind));
                 continue;
             }
             names.push((
@@ -659,10 +777,14 @@ impl Store {
             .unwrap_or(1)
             .clamp(1, 8);
         let chunk = names.len().div_ceil(workers).max(512);
+        odd.sort();
         if names.len() <= chunk {
-            return Ok(names.iter().map(read).collect());
+            return Ok(FreshTicks {
+                files: names.iter().map(read).collect(),
+                odd,
+            });
         }
-        std::thread::scope(|scope| {
+        let files = std::thread::scope(|scope| {
             let handles: Vec<_> = names
                 .chunks(chunk)
                 .map(|c| scope.spawn(move || c.iter().map(read).collect::<Vec<_>>()))
@@ -673,8 +795,9 @@ impl Store {
                     Refusal::io("reading store: internal error while reading tick files")
                 })?);
             }
-            Ok(out)
-        })
+            Ok::<_, Refusal>(out)
+        })?;
+        Ok(FreshTicks { files, odd })
     }
 
     /// The shared append: write `ticks/<id>` durably, then move HEAD. Only a lock holder may
@@ -688,6 +811,14 @@ impl Store {
             ));
         }
         crate::limits::check_tick(&tick)?;
+        self.check_layout()?;
+        if self.head_for_write()? != tick.parent_id {
+            return Err(Refusal::new(
+                codes::INTERNAL,
+                "head_moved",
+                "internal: HEAD moved between reading it and appending; nothing was written",
+            ));
+        }
         let tmp = self.tmp_dir()?;
         let ticks = self.ticks_dir();
         let dir_stamp = || fs::symlink_metadata(&ticks).ok().map(|m| Stamp::of(&m));
@@ -779,7 +910,8 @@ impl Store {
                 "internal: append without holding the store lock",
             ));
         }
-        let head = self.head()?;
+        self.check_layout()?;
+        let head = self.head_for_write()?;
         let linked = ticks
             .iter()
             .scan(head.as_str(), |parent, t| {

@@ -423,12 +423,15 @@ fn a_daemon_of_another_build_is_replaced_through_the_handshake() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let old_bin: PathBuf = tmp.path().join("evd");
     std::fs::copy(bin("evd"), &old_bin).expect("copy evd");
-    let st = Command::new("touch")
-        .args(["-m", "-d", "2001-02-03 04:05:06"])
-        .arg(&old_bin)
-        .status()
-        .expect("touch");
-    assert!(st.success(), "touch the copy to another mtime");
+    // Other bytes make another build (trailing bytes leave the ELF runnable).
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&old_bin)
+            .expect("open the copy");
+        f.write_all(b"\0another build").expect("append");
+    }
     let old_log = tmp.path().join("old.log");
     let mut old = spawn_retrying(
         w.command(&old_bin)

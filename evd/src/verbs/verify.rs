@@ -32,11 +32,24 @@ pub fn verify(store: &Store, self_test_only: bool) -> Result<VerifyResult, Refus
         return Ok(self_test());
     }
     store.exists()?;
-    let files = store.read_all_fresh()?;
+    let fresh = store.read_all_fresh()?;
+    let files = fresh.files;
     let audit = crate::audit::audit(&files, store.config().schema_version)
         .map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+    // Beyond upstream's audit: what no tick reader sees, but a writer would build on.
+    let mut violations = audit.violations;
+    violations.extend(
+        fresh
+            .odd
+            .iter()
+            .map(|(name, kind)| format!("{name}: {kind} in ticks/, not a tick file")),
+    );
+    match store.head() {
+        Ok(head) => violations.extend(store.head_problem(&head).map(|p| format!("HEAD: {p}"))),
+        Err(e) => violations.push(format!("HEAD: {}", e.message)),
+    }
     Ok(VerifyResult {
-        violations: audit.violations,
+        violations,
         vectors: None,
         warnings: audit
             .warnings

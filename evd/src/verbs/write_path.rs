@@ -87,7 +87,7 @@ pub fn write(
     )?;
     let with = |r: Refusal| r.with_warnings(warnings.clone());
     store.require().map_err(with)?;
-    let parent_id = store.head().map_err(with)?;
+    let parent_id = store.head_for_write().map_err(with)?;
     let now = crate::clock::now();
     let tick = mint(new, parent_id, now);
     // A preview is refused exactly as the write would be.

@@ -1220,7 +1220,7 @@ fn run(report: &mut Report) -> Res<()> {
     let hello = rt
         .block_on(client.hello(HelloRequest {
             protocol: PROTOCOL_VERSION,
-            build_id: evd::paths::exe_fingerprint(&w.bins.evd).unwrap_or_default(),
+            build_id: evd::paths::build_identity(&w.bins.evd, None).unwrap_or_default(),
             client: "evbench".into(),
         }))
         .map_err(rpc_err("hello"))?;
