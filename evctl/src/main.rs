@@ -105,12 +105,15 @@ enum Cmd {
     ///
     /// evctl propose "<decision>" [--observe …] [--assume …]… [--reject "<opt>: <why>"]…
     ///               [--jurisdiction …] [--source-ref <key>] [--blame <agent>] [--json]
+    /// evctl propose --from-git <commit> …   (the decision text from that commit's message)
     ///
     /// The same left-to-right stream as decide, but a proposal carries no check and no authority:
     /// --assume-test, --counter-test, --on-platform, --triggered-by, --surface,
-    /// --verified-at-sha, --revisit and --authority are refused anywhere. Blame defaults to
-    /// $EV_AGENT_ID, else `agent` (never your git identity). With --source-ref, proposing the same
-    /// key again is a no-op that reports the existing proposal.
+    /// --verified-at-sha, --revisit and --authority are refused anywhere. A human raises it to
+    /// user-ruled with `evctl ratify <id> --blame <who>`; a check binds later with `evctl guard`.
+    /// Blame defaults to $EV_AGENT_ID, else `agent` (never your git identity). With --source-ref,
+    /// proposing the same key again is a no-op that reports the existing proposal; --json prints
+    /// the id envelope to cite at ratify.
     #[command(verbatim_doc_comment)]
     Propose {
         /// The decision text, then the flag stream.
@@ -261,6 +264,8 @@ fn main() -> ExitCode {
 /// A subcommand's long help, for the verbs that read their own stream.
 pub fn long_help(verb: &str) -> String {
     let mut cmd = Cli::command();
+    // Built first, so the usage line names the program: `Usage: evctl decide …`.
+    cmd.build();
     cmd.find_subcommand_mut(verb)
         .map(|c| c.render_long_help().to_string())
         .unwrap_or_default()

@@ -7,6 +7,16 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The error of an `O_NOFOLLOW` open: ELOOP (the last component is a symlink) becomes
+/// `message`; any other error is kept.
+pub fn link_refused(e: io::Error, message: impl FnOnce() -> String) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        io::Error::new(io::ErrorKind::InvalidInput, message())
+    } else {
+        e
+    }
+}
+
 /// What kind of file `m` describes, for messages ("a directory").
 pub fn kind_of(m: &fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
@@ -35,17 +45,12 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "{} is a symlink (evd never follows links inside a store)",
-                        path.display()
-                    ),
+            link_refused(e, || {
+                format!(
+                    "{} is a symlink (evd never follows links inside a store)",
+                    path.display()
                 )
-            } else {
-                e
-            }
+            })
         })?;
     if !f.metadata()?.is_file() {
         return Err(io::Error::new(

@@ -122,17 +122,12 @@ pub fn open_private_append(path: &Path) -> io::Result<fs::File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "refusing {}: it is a symlink (planted?); remove it",
-                        path.display()
-                    ),
+            crate::fsio::link_refused(e, || {
+                format!(
+                    "refusing {}: it is a symlink (planted?); remove it",
+                    path.display()
                 )
-            } else {
-                e
-            }
+            })
         })?;
     let m = f.metadata()?;
     if !m.is_file() || m.uid() != users::euid() {

@@ -16,18 +16,25 @@ fn mode(p: &Path) -> u32 {
         & 0o777
 }
 
+/// Make the world's runtime directory with `mode`, an `evd.log` symlink planted in it pointing
+/// at a file of the user's: the directory and that file.
+fn plant_log(w: &World, mode: u32) -> (std::path::PathBuf, std::path::PathBuf) {
+    let rt = w.rt_dir();
+    std::fs::create_dir(&rt).expect("mkdir");
+    std::fs::set_permissions(&rt, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    let victim = w.home.path().join("victim");
+    std::fs::write(&victim, "precious\n").expect("write victim");
+    std::os::unix::fs::symlink(&victim, rt.join("evd.log")).expect("plant");
+    (rt, victim)
+}
+
 /// A runtime directory left 0777 with an `evd.log` symlink planted in it: evctl neither starts
 /// a daemon there nor writes through the link; it says why and answers in-process.
 #[test]
 fn a_loose_runtime_directory_with_a_planted_log_is_refused() {
     let w = World::new();
     let repo = Repo::new();
-    let rt = w.rt_dir();
-    std::fs::create_dir(&rt).expect("mkdir");
-    std::fs::set_permissions(&rt, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let victim = w.home.path().join("victim");
-    std::fs::write(&victim, "precious\n").expect("write victim");
-    std::os::unix::fs::symlink(&victim, rt.join("evd.log")).expect("plant");
+    let (rt, victim) = plant_log(&w, 0o777);
 
     w.evctl(repo.path(), &["init"]).ok();
     let r = w.evctl(repo.path(), &["decide", "still works", "--blame", "b"]);
@@ -63,12 +70,7 @@ fn a_loose_runtime_directory_with_a_planted_log_is_refused() {
 fn a_planted_log_symlink_is_never_written_through() {
     let w = World::new();
     let repo = Repo::new();
-    let rt = w.rt_dir();
-    std::fs::create_dir(&rt).expect("mkdir");
-    std::fs::set_permissions(&rt, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let victim = w.home.path().join("victim");
-    std::fs::write(&victim, "precious\n").expect("write victim");
-    std::os::unix::fs::symlink(&victim, rt.join("evd.log")).expect("plant");
+    let (_, victim) = plant_log(&w, 0o700);
     w.evctl(repo.path(), &["init"]).ok();
     let r = w.evctl(repo.path(), &["list"]).ok();
     assert!(r.stderr.contains("is a symlink"), "{r:?}");
