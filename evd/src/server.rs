@@ -699,6 +699,8 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
                     () = d.stop.cancelled() => break,
                     _ = every.tick() => {
                         d.connections.sweep();
+                        let r = Arc::clone(&d);
+                        let _ = tokio::task::spawn_blocking(move || r.registry.reap()).await;
                         rounds = rounds.wrapping_add(1);
                         if let (Some(rt), 0) = (&rt, rounds % 10) {
                             let now = crate::paths::recheck_private_dir(rt);
