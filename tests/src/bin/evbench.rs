@@ -18,7 +18,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use evd::store::Store;
@@ -266,20 +266,27 @@ impl World {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("EVD_RUNTIME_DIR")
             .env_remove("EVD_NO_DAEMON")
+            .env_remove("EVD_NO_WATCH")
+            .env_remove("EVD_MAX_OPEN_STORES")
+            .env_remove("EVD_STORE_IDLE_SECS")
             .env_remove("EVCTL_DEBUG")
             .env_remove("EV_AGENT_ID")
             .stdin(Stdio::null());
         c
     }
 
-    /// Run `evctl <args>` in `cwd`, wait for it, and fail with its stderr unless it exits 0.
-    fn evctl<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<String> {
-        let out = self
-            .command(&self.bins.evctl)
+    /// Run `evctl <args>` in `cwd` and wait for it, whatever its exit status.
+    fn evctl_output<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<Output> {
+        self.command(&self.bins.evctl)
             .current_dir(cwd)
             .args(args)
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.bins.evctl.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", self.bins.evctl.display()))
+    }
+
+    /// Run `evctl <args>` in `cwd`, wait for it, and fail with its stderr unless it exits 0.
+    fn evctl<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<String> {
+        let out = self.evctl_output(cwd, args)?;
         if !out.status.success() {
             let shown: Vec<String> = args
                 .iter()
@@ -297,13 +304,7 @@ impl World {
 
     /// Run `evctl <args>` where exit 1 means "gating" (`check --exit-on-red`): whether it gated.
     fn evctl_gate<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<bool> {
-        let out = self
-            .command(&self.bins.evctl)
-            .current_dir(cwd)
-            .args(args)
-            .stdout(Stdio::piped())
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.bins.evctl.display()))?;
+        let out = self.evctl_output(cwd, args)?;
         match out.status.code() {
             Some(0) => Ok(false),
             Some(1) if out.stderr.is_empty() => Ok(true),
