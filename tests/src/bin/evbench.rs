@@ -7,6 +7,11 @@
 //! ```
 //!
 //! `evbench migrate` runs only the migrate section (10,000 canonical records per `evctl migrate`).
+//! `evbench check` runs only the check section (1k, 10k and 100k ticks; `--no-100k` skips the
+//! last). `evbench pressure` runs only the pressure section: evd's threads, inotify instances and
+//! memory with 1, 40 and 300 stores, after 5,000 requests from directories without a store, the
+//! latency of `evctl list` among 2,000 idle connections, and a degraded (`EVD_NO_WATCH`) warm
+//! check against a watched one at 10,000 ticks.
 //!
 //! It uses the `evd` and `evctl` that sit next to its own executable (target/release/), a private
 //! runtime directory (its own daemon, never the user's), and stores made by
@@ -15,10 +20,12 @@
 
 use std::ffi::OsStr;
 use std::fs;
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use evd::store::Store;
@@ -26,8 +33,8 @@ use evd::verbs as ops;
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{Client, ClientBuilder};
 use proto::rpc::{
-    Context, DecideRequest, EvApiClient, HelloRequest, IdRequest, StoreRequest, VerifyRequest,
-    PROTOCOL_VERSION,
+    Context, DaemonStatus, DecideRequest, EvApiClient, HelloRequest, IdRequest, StoreRequest,
+    VerifyRequest, PROTOCOL_VERSION,
 };
 use tempfile::TempDir;
 use tokio::net::UnixStream;
@@ -266,20 +273,27 @@ impl World {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("EVD_RUNTIME_DIR")
             .env_remove("EVD_NO_DAEMON")
+            .env_remove("EVD_NO_WATCH")
+            .env_remove("EVD_MAX_OPEN_STORES")
+            .env_remove("EVD_STORE_IDLE_SECS")
             .env_remove("EVCTL_DEBUG")
             .env_remove("EV_AGENT_ID")
             .stdin(Stdio::null());
         c
     }
 
-    /// Run `evctl <args>` in `cwd`, wait for it, and fail with its stderr unless it exits 0.
-    fn evctl<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<String> {
-        let out = self
-            .command(&self.bins.evctl)
+    /// Run `evctl <args>` in `cwd` and wait for it, whatever its exit status.
+    fn evctl_output<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<Output> {
+        self.command(&self.bins.evctl)
             .current_dir(cwd)
             .args(args)
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.bins.evctl.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", self.bins.evctl.display()))
+    }
+
+    /// Run `evctl <args>` in `cwd`, wait for it, and fail with its stderr unless it exits 0.
+    fn evctl<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<String> {
+        let out = self.evctl_output(cwd, args)?;
         if !out.status.success() {
             let shown: Vec<String> = args
                 .iter()
@@ -297,13 +311,7 @@ impl World {
 
     /// Run `evctl <args>` where exit 1 means "gating" (`check --exit-on-red`): whether it gated.
     fn evctl_gate<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Res<bool> {
-        let out = self
-            .command(&self.bins.evctl)
-            .current_dir(cwd)
-            .args(args)
-            .stdout(Stdio::piped())
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.bins.evctl.display()))?;
+        let out = self.evctl_output(cwd, args)?;
         match out.status.code() {
             Some(0) => Ok(false),
             Some(1) if out.stderr.is_empty() => Ok(true),
@@ -315,14 +323,26 @@ impl World {
         }
     }
 
+    /// `evctl status --json`: what the running daemon holds.
+    fn status(&self) -> Res<DaemonStatus> {
+        let out = self.evctl(self.home.path(), &["status", "--json"])?;
+        serde_json::from_str(&out).map_err(|e| format!("evctl status --json: {e}: {out}"))
+    }
+
     /// Start our own evd in the private runtime dir and wait until its socket answers.
     fn start_daemon(&self) -> Res<Daemon<'_>> {
+        self.start_daemon_with(&[])
+    }
+
+    /// [`World::start_daemon`], with `env` added to evd's environment (e.g. `EVD_NO_WATCH`).
+    fn start_daemon_with(&self, env: &[(&str, &str)]) -> Res<Daemon<'_>> {
         evd::paths::ensure_private_dir(&self.rt_dir())
             .map_err(|e| format!("runtime dir {}: {e}", self.rt_dir().display()))?;
         let log = fs::File::create(self.xdg.path().join("evbench-evd.log"))
             .map_err(|e| format!("daemon log: {e}"))?;
         let child = self
             .command(&self.bins.evd)
+            .envs(env.iter().copied())
             .arg("serve")
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
@@ -1119,6 +1139,675 @@ fn first_test_binding(root: &Path) -> Option<(String, String, Vec<String>)> {
     })
 }
 
+// ---------------------------------------------------------------------------------------------
+// Pressure: what a long-lived evd holds under many stores, many directories without a store, a
+// crowd of idle connections, and unwatched (degraded) stores
+
+/// What evd holds at one moment: from /proc, and from `evctl status --json`.
+struct Footprint {
+    threads: Option<u64>,
+    /// Descriptors whose link is `anon_inode:inotify`, and the distinct instances among them.
+    inotify: (usize, usize),
+    rss: Option<u64>,
+    hwm: Option<u64>,
+    /// Lines of /proc/<pid>/maps: memory mappings (thread stacks, heaps) still held.
+    maps: usize,
+    status: DaemonStatus,
+}
+
+impl Footprint {
+    fn take(w: &World, pid: u32) -> Res<Footprint> {
+        let status = w.status()?;
+        Ok(Footprint {
+            // Not a kB field, but the same "Name:\t<number>" line.
+            threads: proc_status_kb(pid, "Threads"),
+            inotify: inotify_instances(pid),
+            rss: proc_status_kb(pid, "VmRSS"),
+            hwm: proc_status_kb(pid, "VmHWM"),
+            maps: fs::read_to_string(format!("/proc/{pid}/maps")).map_or(0, |m| m.lines().count()),
+            status,
+        })
+    }
+
+    fn threads(&self) -> u64 {
+        self.threads.unwrap_or(0)
+    }
+
+    /// How many listed stores are watched, and the distinct other watch states.
+    fn watch_states(&self) -> (usize, Vec<String>) {
+        let stores = &self.status.stores;
+        let watched = stores.iter().filter(|s| s.watch == "watched").count();
+        let mut other: Vec<String> = stores
+            .iter()
+            .filter(|s| s.watch != "watched")
+            .map(|s| s.watch.clone())
+            .collect();
+        other.sort();
+        other.dedup();
+        (watched, other)
+    }
+
+    fn print(&self, when: &str) {
+        let r = &self.status.resources;
+        let (watched, other) = self.watch_states();
+        println!(
+            "  {when}: threads {}, inotify {} instance(s) in {} fd(s) (status: {} instance(s), {} watch(es)), \
+             stores listed {} ({watched} watched{}), open_stores {}, connections {}, RSS {}, peak {}, {} mappings",
+            self.threads(),
+            self.inotify.1,
+            self.inotify.0,
+            r.inotify_instances,
+            r.inotify_watches,
+            self.status.stores.len(),
+            if other.is_empty() {
+                String::new()
+            } else {
+                format!("; other: {}", other.join(" | "))
+            },
+            r.open_stores,
+            r.connections,
+            fmt_kb(self.rss),
+            fmt_kb(self.hwm),
+            self.maps
+        );
+    }
+}
+
+/// inotify descriptors the process `pid` holds, and how many distinct instances they are: a
+/// descriptor duplicated (evd's event pump polls a dup of its one instance) is the same
+/// instance, told apart with kcmp(2) (allowed on our own child; else every descriptor counts).
+fn inotify_instances(pid: u32) -> (usize, usize) {
+    let fds: Vec<i64> = fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:inotify")
+                })
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    const KCMP_FILE: libc::c_long = 0;
+    let same = |a: i64, b: i64| {
+        // SAFETY: kcmp only compares two descriptors of a process; it touches no memory of ours.
+        unsafe { libc::syscall(libc::SYS_kcmp, pid, pid, KCMP_FILE, a, b) == 0 }
+    };
+    let distinct = fds
+        .iter()
+        .enumerate()
+        .filter(|&(i, &fd)| !fds[..i].iter().any(|&earlier| same(earlier, fd)))
+        .count();
+    (fds.len(), distinct)
+}
+
+/// Raise this process's soft limit on open files to the hard one; returns the limit now in force.
+fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim = want;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+/// Run `f(0..n)` on `workers` threads (indices handed out in order); the results in index order.
+fn parallel<T: Send>(n: usize, workers: usize, f: impl Fn(usize) -> Res<T> + Sync) -> Res<Vec<T>> {
+    let next = AtomicUsize::new(0);
+    let mut out: Vec<(usize, T)> = std::thread::scope(|scope| -> Res<Vec<(usize, T)>> {
+        let handles: Vec<_> = (0..workers.max(1))
+            .map(|_| {
+                scope.spawn(|| -> Res<Vec<(usize, T)>> {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= n {
+                            return Ok(mine);
+                        }
+                        mine.push((i, f(i)?));
+                    }
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(n);
+        for h in handles {
+            all.extend(
+                h.join()
+                    .map_err(|_| "a worker thread panicked".to_string())??,
+            );
+        }
+        Ok(all)
+    })?;
+    out.sort_by_key(|(i, _)| *i);
+    Ok(out.into_iter().map(|(_, t)| t).collect())
+}
+
+/// Worker threads for the many short evctl processes (the machine may have only 2 cores).
+const PRESSURE_WORKERS: usize = 3;
+
+/// A small store in a fresh git repository: `init`, one decision, one `check` (so evd opens and
+/// watches it).
+fn small_store(w: &World, i: usize) -> Res<evd_e2e::Repo> {
+    let repo = evd_e2e::Repo::new();
+    w.evctl(repo.path(), &["init"])?;
+    w.evctl(
+        repo.path(),
+        &["decide", &format!("pressure store {i}"), "--blame", "bench"],
+    )?;
+    w.evctl(repo.path(), &["check"])?;
+    Ok(repo)
+}
+
+/// One line of the pressure summary: what was measured, the number, the target and whether it
+/// was met (None: no target).
+struct Verdict {
+    what: String,
+    value: String,
+    target: String,
+    met: Option<bool>,
+}
+
+#[derive(Default)]
+struct PressureSummary {
+    lines: Vec<Verdict>,
+}
+
+impl PressureSummary {
+    fn add(&mut self, what: impl Into<String>, value: String, target: &str, met: Option<bool>) {
+        self.lines.push(Verdict {
+            what: what.into(),
+            value,
+            target: target.into(),
+            met,
+        });
+    }
+
+    fn print(&self) {
+        let line = "-".repeat(100);
+        println!("{line}");
+        println!(
+            "{:<44} {:<30} {:<14} verdict",
+            "pressure", "value", "target"
+        );
+        println!("{line}");
+        for v in &self.lines {
+            let verdict = match v.met {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "",
+            };
+            println!("{:<44} {:<30} {:<14} {verdict}", v.what, v.value, v.target);
+        }
+        println!("{line}");
+    }
+}
+
+const MAX_THREADS: u64 = 64;
+const MAX_RSS_KB: u64 = 150 * 1024;
+
+/// Threads and RSS of `fp` into the summary, against the issue's targets.
+fn summarize_footprint(sum: &mut PressureSummary, when: &str, fp: &Footprint) {
+    sum.add(
+        format!("evd threads {when}"),
+        fp.threads().to_string(),
+        "<= 64",
+        Some(fp.threads() <= MAX_THREADS),
+    );
+    sum.add(
+        format!("evd RSS {when}"),
+        format!("{} (peak {})", fmt_mib(fp.rss), fmt_mib(fp.hwm)),
+        "<= 150 MiB",
+        fp.rss.map(|k| k <= MAX_RSS_KB),
+    );
+}
+
+fn fmt_mib(kb: Option<u64>) -> String {
+    kb.map_or_else(|| "n/a".into(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
+}
+
+/// P1: threads and inotify instances with 1, 40 and 300 stores in use. Returns the stores.
+fn pressure_many_stores(w: &World, sum: &mut PressureSummary) -> Res<Vec<evd_e2e::Repo>> {
+    println!("\nP1. evd threads and inotify instances with 1, 40 and 300 stores in use (init, decide, check each)");
+    let daemon = w.start_daemon()?;
+    // evd's default cap on open stores (this bench's evd runs without EVD_MAX_OPEN_STORES).
+    let cap = evd::registry::Limits::default().max_open;
+    let mut stores = Vec::new();
+    for n in [1, 40, 300] {
+        let t = Instant::now();
+        let first = stores.len();
+        stores.extend(parallel(n - first, PRESSURE_WORKERS, |i| {
+            small_store(w, first + i)
+        })?);
+        println!(
+            "  {} more store(s) made in {}",
+            n - first,
+            fmt_dur(t.elapsed())
+        );
+        let fp = Footprint::take(w, daemon.pid)?;
+        fp.print(&format!("{n:>3} stores"));
+        let (watched, _) = fp.watch_states();
+        let open = fp.status.resources.open_stores;
+        sum.add(
+            format!("{n} stores: inotify instances (fds)"),
+            format!("{} ({})", fp.inotify.1, fp.inotify.0),
+            "1",
+            Some(fp.inotify.1 <= 1),
+        );
+        sum.add(
+            format!("{n} stores: open / listed / watched"),
+            format!("{open} / {} / {watched}", fp.status.stores.len()),
+            &format!("<= {cap} (cap)"),
+            Some(open <= cap as u64),
+        );
+        summarize_footprint(sum, &format!("with {n} stores"), &fp);
+    }
+    Ok(stores)
+}
+
+/// An answer with the directory it was asked in replaced by `<dir>`, so answers compare.
+fn answer_in(w: &World, dir: &Path, args: &[&str]) -> Res<(Option<i32>, String, String)> {
+    let out = w.evctl_output(dir, args)?;
+    let shown = dir.display().to_string();
+    let norm = |b: &[u8]| String::from_utf8_lossy(b).replace(&shown, "<dir>");
+    Ok((out.status.code(), norm(&out.stdout), norm(&out.stderr)))
+}
+
+/// P2: 5,000 `evctl list` in distinct directories without a store, then 300 real stores in
+/// turn (decide + list each), on a fresh evd; its footprint after each phase.
+fn pressure_rss(w: &World, stores: &[evd_e2e::Repo], sum: &mut PressureSummary) -> Res<()> {
+    const DIRS: usize = 5_000;
+    println!("\nP2. evd footprint after {DIRS} `evctl list` in distinct directories without a store, then {} stores in turn", stores.len());
+    let daemon = w.start_daemon()?;
+    let parent = tempfile::Builder::new()
+        .prefix("evbench-nostore-")
+        .tempdir()
+        .map_err(|e| format!("tempdir: {e}"))?;
+    let dir = |i: usize| -> Res<PathBuf> {
+        let d = parent.path().join(format!("d{i}"));
+        fs::create_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        Ok(d)
+    };
+    let want = answer_in(w, &dir(DIRS)?, &["list"])?;
+    println!(
+        "  the answer without a store: exit {:?}, stdout {:?}, stderr {:?}",
+        want.0, want.1, want.2
+    );
+    let t = Instant::now();
+    let wrong = parallel(DIRS, PRESSURE_WORKERS, |i| {
+        let d = dir(i)?;
+        let got = answer_in(w, &d, &["list"])?;
+        Ok((got != want).then(|| format!("{}: {got:?}", d.display())))
+    })?;
+    let wrong: Vec<String> = wrong.into_iter().flatten().collect();
+    println!(
+        "  {DIRS} lists in {} ({PRESSURE_WORKERS} at a time); {} answer(s) differed from it",
+        fmt_dur(t.elapsed()),
+        wrong.len()
+    );
+    for x in wrong.iter().take(3) {
+        println!("    WRONG ANSWER {x}");
+    }
+    let fp = Footprint::take(w, daemon.pid)?;
+    fp.print(&format!("after {DIRS} lists without a store"));
+    summarize_footprint(sum, &format!("after {DIRS} no-store lists"), &fp);
+    sum.add(
+        format!("{DIRS} no-store lists: wrong answers"),
+        wrong.len().to_string(),
+        "0",
+        Some(wrong.is_empty()),
+    );
+
+    // Each store already holds one decision (P1): after this decide, its list shows two.
+    let t = Instant::now();
+    let wrong = parallel(stores.len(), PRESSURE_WORKERS, |i| {
+        let root = stores[i].path();
+        let text = format!("pressure round two {i}");
+        w.evctl(root, &["decide", &text, "--blame", "bench"])?;
+        let out = w.evctl(root, &["list"])?;
+        let ok = out.lines().count() == 2 && out.contains(&format!("\"{text}\""));
+        Ok((!ok).then(|| format!("{}: {out:?}", root.display())))
+    })?;
+    let wrong: Vec<String> = wrong.into_iter().flatten().collect();
+    println!(
+        "  {} stores used in turn (decide + list) in {}; {} wrong list(s)",
+        stores.len(),
+        fmt_dur(t.elapsed()),
+        wrong.len()
+    );
+    for x in wrong.iter().take(3) {
+        println!("    WRONG ANSWER {x}");
+    }
+    let fp = Footprint::take(w, daemon.pid)?;
+    fp.print(&format!("after {} stores in turn", stores.len()));
+    summarize_footprint(sum, &format!("after {} stores too", stores.len()), &fp);
+    sum.add(
+        format!("{} stores: wrong lists", stores.len()),
+        wrong.len().to_string(),
+        "0",
+        Some(wrong.is_empty()),
+    );
+    Ok(())
+}
+
+/// A WebSocket upgrade on evd's socket, answered, then left without a subscription.
+fn idle_websocket(sock: &Path) -> Option<std::os::unix::net::UnixStream> {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).ok()?;
+    String::from_utf8_lossy(&buf[..n])
+        .starts_with("HTTP/1.1 101")
+        .then_some(s)
+}
+
+/// The start of an HTTP request whose body is never finished (trickled a byte at a time).
+fn partial_http(sock: &Path) -> Option<std::os::unix::net::UnixStream> {
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.write_all(
+        b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+          Content-Length: 4000\r\n\r\n{",
+    )
+    .ok()?;
+    Some(s)
+}
+
+/// Whether evd still holds the other end: anything it sent is read away, then end-of-file or an
+/// error means closed.
+fn still_open(s: &std::os::unix::net::UnixStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        match (&*s).read(&mut buf) {
+            Ok(0) => return false,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// P3: whole-process `evctl list` latency while 2,000 idle connections are open (500 silent,
+/// 500 partial HTTP requests trickled a byte a second, 1,000 WebSockets with no subscription).
+fn pressure_idle_connections(
+    w: &World,
+    store: &Path,
+    report: &mut Report,
+    sum: &mut PressureSummary,
+) -> Res<()> {
+    const GROUPS: usize = 500;
+    const WINDOW: Duration = Duration::from_secs(10);
+    println!("\nP3. `evctl list` latency (whole process) while 2,000 idle connections are open");
+    let limit = raise_fd_limit();
+    println!("  evbench's open-file limit: {limit}");
+    let daemon = w.start_daemon()?;
+    let list_ok = || -> Res<bool> { Ok(w.evctl(store, &["list"])?.lines().count() == 2) };
+    report.add(
+        "list",
+        "small",
+        "evctl, no crowd",
+        measure(20, 2, || list_ok().map(|_| ()))?,
+    );
+
+    let sock = w.socket();
+    let (mut silent, mut slow, mut sockets, mut failed) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let t = Instant::now();
+    for _ in 0..GROUPS {
+        match std::os::unix::net::UnixStream::connect(&sock) {
+            Ok(s) => silent.push(s),
+            Err(_) => failed += 1,
+        }
+        match partial_http(&sock) {
+            Some(s) => slow.push(s),
+            None => failed += 1,
+        }
+        for _ in 0..2 {
+            match idle_websocket(&sock) {
+                Some(s) => sockets.push(s),
+                None => failed += 1,
+            }
+        }
+    }
+    println!(
+        "  opened {} silent, {} partial HTTP, {} WebSockets ({failed} failed) in {}",
+        silent.len(),
+        slow.len(),
+        sockets.len(),
+        fmt_dur(t.elapsed())
+    );
+    let open = |v: &[std::os::unix::net::UnixStream]| v.iter().filter(|s| still_open(s)).count();
+    let count_open = || (open(&silent), open(&slow), open(&sockets));
+    let at_start = count_open();
+    let crowd = Footprint::take(w, daemon.pid)?;
+    println!(
+        "  right after: still open {} silent, {} partial HTTP, {} WebSockets; evd counts {} connection(s)",
+        at_start.0, at_start.1, at_start.2, crowd.status.resources.connections
+    );
+    crowd.print("with the crowd just opened");
+
+    let stop = AtomicBool::new(false);
+    let (lat, wrong) = std::thread::scope(|scope| -> Res<(Vec<Duration>, usize)> {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                for s in &slow {
+                    let _ = (&*s).write_all(b" ");
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        let measured = (|| {
+            let (mut lat, mut wrong) = (Vec::new(), 0);
+            let started = Instant::now();
+            while started.elapsed() < WINDOW || lat.len() < 20 {
+                let t = Instant::now();
+                let ok = list_ok()?;
+                lat.push(t.elapsed());
+                wrong += usize::from(!ok);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Ok((lat, wrong))
+        })();
+        stop.store(true, Ordering::Relaxed);
+        measured
+    })?;
+    let s = report.add("list", "small", "evctl, 2,000 idle conns", stats(lat));
+    let (o_silent, o_slow, o_ws) = count_open();
+    let fp = Footprint::take(w, daemon.pid)?;
+    println!(
+        "  {} lists over {} s; {wrong} wrong; still open at the end: {o_silent} silent, {o_slow} partial HTTP, {o_ws} WebSockets (evd counts {} connection(s))",
+        s.n,
+        WINDOW.as_secs(),
+        fp.status.resources.connections
+    );
+    fp.print("at the end of the window");
+    sum.add(
+        "list during 2,000 idle conns: p50/p99/max",
+        format!(
+            "{} / {} / {}",
+            fmt_dur(s.p50),
+            fmt_dur(s.p99),
+            fmt_dur(s.max)
+        ),
+        "max < 1 s",
+        Some(s.max < Duration::from_secs(1)),
+    );
+    sum.add(
+        "list during 2,000 idle conns: wrong",
+        format!("{wrong} of {}", s.n),
+        "0",
+        Some(wrong == 0),
+    );
+    sum.add(
+        "idle conns open just after (evd's count)",
+        format!(
+            "{} ({})",
+            at_start.0 + at_start.1 + at_start.2,
+            crowd.status.resources.connections
+        ),
+        "",
+        None,
+    );
+    sum.add(
+        "idle conns still open at the end",
+        format!(
+            "{} of {} ({o_silent}/{o_slow}/{o_ws})",
+            o_silent + o_slow + o_ws,
+            silent.len() + slow.len() + sockets.len()
+        ),
+        "",
+        None,
+    );
+    summarize_footprint(sum, "with 2,000 idle conns", &crowd);
+    Ok(())
+}
+
+/// A warm check series on a fresh evd, the store's watch state as evd reported it, and the
+/// answer of one more check (exit code and stdout) to compare with the other evd's.
+struct CheckRun {
+    stats: Stats,
+    watch: String,
+    answer: (Option<i32>, String),
+}
+
+/// `evctl check --exit-on-red`, warm, on `fx` with a fresh evd started with `env`.
+fn warm_check(
+    w: &World,
+    fx: &Fixture,
+    env: &[(&str, &str)],
+    via: &str,
+    report: &mut Report,
+) -> Res<CheckRun> {
+    let daemon = w.start_daemon_with(env)?;
+    let args = ["check", "--exit-on-red"];
+    let t = Instant::now();
+    let gated = w.evctl_gate(&fx.root, &args)?;
+    println!(
+        "  {via}: first check {} (gating: {gated})",
+        fmt_dur(t.elapsed())
+    );
+    let s = measure(fx.runs_process, 3, || {
+        w.evctl_gate(&fx.root, &args).map(|_| ())
+    })?;
+    let stats = report.add("check", fx.label, via, s);
+    let out = w.evctl_output(&fx.root, &args)?;
+    let answer = (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    );
+    let fp = Footprint::take(w, daemon.pid)?;
+    let watch = fp
+        .status
+        .stores
+        .first()
+        .map(|s| s.watch.clone())
+        .unwrap_or_default();
+    println!("    watch state: {watch}; RSS {}", fmt_kb(fp.rss));
+    Ok(CheckRun {
+        stats,
+        watch,
+        answer,
+    })
+}
+
+/// P4: a degraded (unwatched, `EVD_NO_WATCH=1`) warm check against a watched one, same store.
+fn pressure_degraded_check(
+    w: &World,
+    fx: &Fixture,
+    report: &mut Report,
+    sum: &mut PressureSummary,
+) -> Res<()> {
+    println!(
+        "\nP4. warm `evctl check --exit-on-red` at {} ticks: watched evd vs EVD_NO_WATCH=1 (degraded)",
+        fx.ticks
+    );
+    let watched = warm_check(w, fx, &[], "evctl check, watched", report)?;
+    let degraded = warm_check(
+        w,
+        fx,
+        &[("EVD_NO_WATCH", "1")],
+        "evctl check, EVD_NO_WATCH",
+        report,
+    )?;
+    println!(
+        "  degraded costs {:.1}x the watched check (p50)",
+        degraded.stats.p50.as_secs_f64() / watched.stats.p50.as_secs_f64().max(1e-9)
+    );
+    let agree = watched.answer == degraded.answer;
+    println!(
+        "  answers: watched exit {:?}, {} line(s); degraded exit {:?}, {} line(s): {}",
+        watched.answer.0,
+        watched.answer.1.lines().count(),
+        degraded.answer.0,
+        degraded.answer.1.lines().count(),
+        if agree {
+            "identical"
+        } else {
+            "WRONG ANSWER: they differ"
+        }
+    );
+    for (what, run) in [("watched", &watched), ("degraded", &degraded)] {
+        println!("  {what}: evd reported the store as {:?}", run.watch);
+        sum.add(
+            format!("{} check, {what}: p50 / p99", fx.label),
+            format!("{} / {}", fmt_dur(run.stats.p50), fmt_dur(run.stats.p99)),
+            "",
+            None,
+        );
+    }
+    sum.add(
+        format!("{} check: degraded answer = watched", fx.label),
+        if agree { "yes" } else { "no" }.into(),
+        "yes",
+        Some(agree),
+    );
+    Ok(())
+}
+
+/// The pressure section: P1–P4, each on its own fresh evd, and a summary against the targets.
+/// `big` is a 10k-tick store already generated, if the caller has one.
+fn bench_pressure(w: &World, big: Option<&Fixture>, report: &mut Report) -> Res<()> {
+    let started = Instant::now();
+    let mut sum = PressureSummary::default();
+    let stores = pressure_many_stores(w, &mut sum)?;
+    pressure_rss(w, &stores, &mut sum)?;
+    pressure_idle_connections(w, stores[0].path(), report, &mut sum)?;
+    let generated;
+    let big = match big {
+        Some(fx) => fx,
+        None => {
+            generated = make_fixture("10k", 10_000, 2)?;
+            &generated
+        }
+    };
+    pressure_degraded_check(w, big, report, &mut sum)?;
+    println!(
+        "\npressure summary ({} for the section; load average now {}):",
+        fmt_dur(started.elapsed()),
+        load_average()
+    );
+    sum.print();
+    Ok(())
+}
+
 fn run(report: &mut Report) -> Res<()> {
     let bins = locate_bins()?;
     let started = Instant::now();
@@ -1159,6 +1848,14 @@ fn run(report: &mut Report) -> Res<()> {
                 "migrate: {rate:.0} records/s (10,000 canonical records, whole evctl process)"
             );
         }
+        return Ok(());
+    }
+
+    // `evbench pressure`: only the pressure section (its own daemons, its own stores).
+    if std::env::args().skip(1).any(|a| a == "pressure") {
+        bench_pressure(&w, None, report)?;
+        println!("\nsummary ({} total):", fmt_dur(started.elapsed()));
+        report.table();
         return Ok(());
     }
 
@@ -1302,6 +1999,9 @@ fn run(report: &mut Report) -> Res<()> {
 
     drop(client);
     println!("\nshutdown: {}", daemon.shutdown());
+
+    // Its own daemons, one at a time: after the shared one has gone.
+    bench_pressure(&w, Some(&big), report)?;
 
     println!(
         "\nsummary ({} total; load average now {}):",
