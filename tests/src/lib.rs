@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
+pub mod store_gen;
+
 /// The directory the test binaries were built into (target/<profile>).
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
