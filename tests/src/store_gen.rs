@@ -3,9 +3,9 @@
 //!
 //! What [`generate`] leaves in a directory:
 //!
-//! * a git repository (created with `git init -b main` when the directory has no commits) with a
-//!   short history whose commits edit the files the generated test bindings list in
-//!   `triggered_by`, plus a local `origin/<branch>` ref at `HEAD` set as the branch upstream, so the
+//! * a git repository (`git init -b main` when the directory has no `.git`); when it has no
+//!   commits yet, a short history whose commits edit the files the generated test bindings list
+//!   in `triggered_by` (an existing history is used as it is); plus a local `origin/<branch>` ref at `HEAD` set as the branch upstream, so the
 //!   `live-origin` staleness reference resolves;
 //! * the layout and config exactly as `init` creates them ([`evd::store::Store::init`]);
 //! * `ticks` ticks in one parent chain, written with [`proto::Tick::file_bytes`] and named by
@@ -147,9 +147,11 @@ pub fn generate(dir: &Path, opts: &Options) -> Result<Summary, String> {
     mix.build();
 
     let mut store = evd::store::Store::new(root.clone());
-    store
-        .init()
-        .map_err(|e| format!("gen_store: init: {}", e.message))?;
+    match store.init() {
+        Ok(true) => {}
+        Ok(false) => return Err(format!("gen_store: {} appeared meanwhile", ev.display())),
+        Err(e) => return Err(format!("gen_store: init: {}", e.message)),
+    }
     let summary = mix.write(&root)?;
     Ok(summary)
 }
@@ -317,7 +319,10 @@ fn git(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<String, Strin
     let mut cmd = Command::new("git");
     cmd.current_dir(root)
         .args(args)
+        // Neither the system's nor the user's git config may change the history (hooks,
+        // signing, templates): the same options must give the same commits everywhere.
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
