@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
+pub mod store_gen;
+
 /// The directory the test binaries were built into (target/<profile>).
 pub fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
@@ -30,7 +32,7 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
-/// The repository root (for ../shared and scripts).
+/// The repository root (for scripts and the upstream oracle under target/).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -390,27 +392,17 @@ pub fn chain(repo: &Repo) -> Vec<String> {
     out
 }
 
-/// Generate an upstream-compatible store with `../shared/bench/gen_store.py`, in `dir`.
-pub fn gen_store(dir: &Path, ticks: usize, seed: u64) {
-    let script = workspace_root().join("../shared/bench/gen_store.py");
-    assert!(
-        script.is_file(),
-        "{} is missing: the project's shared/ must sit beside the checkout",
-        script.display()
-    );
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(dir)
-        .args(["--ticks", &ticks.to_string(), "--seed", &seed.to_string()])
-        .args(["--now", "2026-11-01T00:00:00Z"])
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "gen_store failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Generate a realistic, upstream-compatible store of `ticks` ticks in `dir` (made a git
+/// repository with a short history when it has none), pinned to [`store_gen::FIXED_NOW`]: the same
+/// `ticks` and `seed` give the same bytes. See [`store_gen`] for what it contains. Panics with the
+/// reason when it cannot.
+pub fn gen_store(dir: &Path, ticks: usize, seed: u64) -> store_gen::Summary {
+    let opts = store_gen::Options {
+        ticks,
+        seed,
+        ..store_gen::Options::default()
+    };
+    store_gen::generate(dir, &opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One JSON-RPC call over HTTP on the daemon's socket (a fresh connection, closed after):

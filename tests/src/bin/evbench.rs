@@ -14,9 +14,9 @@
 //! check against a watched one at 10,000 ticks.
 //!
 //! It uses the `evd` and `evctl` that sit next to its own executable (target/release/), a private
-//! runtime directory (its own daemon, never the user's), and stores made by
-//! `../shared/bench/gen_store.py`. Everything it creates lives in temp directories and the daemon
-//! is shut down at the end.
+//! runtime directory (its own daemon, never the user's), and stores made by the repository's own
+//! generator (`evd_e2e::store_gen`, also runnable as `cargo run -p evd-e2e --bin gen_store`).
+//! Everything it creates lives in temp directories and the daemon is shut down at the end.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -539,7 +539,7 @@ fn make_fixture(label: &'static str, ticks: usize, seed: u64) -> Res<Fixture> {
         .tempdir()
         .map_err(|e| format!("store tempdir: {e}"))?;
     let t = Instant::now();
-    // The harness's generator call: ../shared/bench/gen_store.py, fixed seed and --now.
+    // The harness's generator (tests/src/store_gen.rs): fixed seed and a pinned `now`.
     evd_e2e::gen_store(dir.path(), ticks, seed);
     let root = fs::canonicalize(dir.path()).map_err(|e| format!("canonicalize: {e}"))?;
     let head = fs::read_to_string(root.join(".evolving/HEAD"))
