@@ -249,9 +249,10 @@ fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_
 #[test]
 fn a_repeated_check_is_never_behind_any_change() {
     let w = World::new();
-    never_behind(&w);
+    let _repo = never_behind(&w);
     let st = w.status().expect("status");
-    assert_eq!(st["stores"][0]["watch"], "watched", "{st}");
+    let log = std::fs::read_to_string(w.rt_dir().join("evd.log")).unwrap_or_default();
+    assert_eq!(st["stores"][0]["watch"], "watched", "{st}\nevd.log:\n{log}");
 }
 
 /// The same with every watch refused: the store is served degraded (validated against the disk
@@ -259,7 +260,7 @@ fn a_repeated_check_is_never_behind_any_change() {
 #[test]
 fn a_store_that_cannot_be_watched_is_slower_but_never_stale() {
     let w = World::with_env(&[("EVD_NO_WATCH", "1")]);
-    never_behind(&w);
+    let _repo = never_behind(&w);
     let st = w.status().expect("status");
     let watch = st["stores"][0]["watch"].as_str().unwrap_or_default();
     assert!(
@@ -269,7 +270,9 @@ fn a_store_that_cannot_be_watched_is_slower_but_never_stale() {
     assert_eq!(st["resources"]["inotify_instances"], 0, "{st}");
 }
 
-fn never_behind(w: &World) {
+/// Returns the repository, so that the caller's look at `status` comes before its directory is
+/// removed (a store whose directory is gone is, rightly, no longer watched).
+fn never_behind(w: &World) -> Repo {
     let (repo, id) = setup(w);
     let rows = |w: &World| hot_equals_cold(w, &repo);
     assert!(rows(w).starts_with("not-run\t"));
@@ -411,6 +414,7 @@ fn never_behind(w: &World) {
         after.contains("(deciding receipt older than the staleness window)"),
         "{after}"
     );
+    repo
 }
 
 #[test]
