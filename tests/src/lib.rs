@@ -432,3 +432,21 @@ pub fn rpc_post_raw(sock: &Path, body: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("not an HTTP answer: {text:?}"));
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body:?}"))
 }
+
+/// A WebSocket upgrade on evd's socket, answered with 101, then left without a subscription
+/// (an idle client, as the connection tests and the pressure bench make them).
+pub fn idle_websocket(sock: &Path) -> Option<std::os::unix::net::UnixStream> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
+    s.write_all(
+        b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).ok()?;
+    String::from_utf8_lossy(&buf[..n])
+        .starts_with("HTTP/1.1 101")
+        .then_some(s)
+}

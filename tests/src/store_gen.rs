@@ -837,11 +837,11 @@ impl<'o> Mix<'o> {
         t
     }
 
-    /// `ratify`: the proposal's payload, by a human, user-ruled, with a `ratifies` edge.
-    fn ratification(&mut self, proposal: usize) -> Tick {
-        self.bump("ratifications");
+    /// A new tick by a person drawn at random, carrying tick `src`'s payload, jurisdiction and
+    /// source_ref (what a ratification and a re-tag both start from).
+    fn same_payload(&mut self, src: usize) -> Tick {
         let blame = *self.rng.pick(&PEOPLE);
-        let src = &self.ticks[proposal];
+        let src = &self.ticks[src];
         let mut t = draft(
             src.decision.clone(),
             src.observe.clone(),
@@ -850,6 +850,14 @@ impl<'o> Mix<'o> {
         );
         t.jurisdiction = src.jurisdiction.clone();
         t.source_ref = src.source_ref.clone();
+        t
+    }
+
+    /// `ratify`: the proposal's payload, by a human, user-ruled, with a `ratifies` edge.
+    fn ratification(&mut self, proposal: usize) -> Tick {
+        self.bump("ratifications");
+        let mut t = self.same_payload(proposal);
+        let src = &self.ticks[proposal];
         t.authority = Some(proto::vocab::USER_RULED.into());
         t.ratifies = Some(src.id.clone());
         t
@@ -858,16 +866,8 @@ impl<'o> Mix<'o> {
     /// A re-tag: the same payload with the other authority and a `supersedes` edge.
     fn retag(&mut self, target: usize) -> Tick {
         self.bump("retags");
-        let blame = *self.rng.pick(&PEOPLE);
+        let mut t = self.same_payload(target);
         let src = &self.ticks[target];
-        let mut t = draft(
-            src.decision.clone(),
-            src.observe.clone(),
-            src.grounds.clone(),
-            blame,
-        );
-        t.jurisdiction = src.jurisdiction.clone();
-        t.source_ref = src.source_ref.clone();
         t.provenance = src.provenance.clone();
         t.authority = Some(
             if src.authority.as_deref() == Some(proto::vocab::USER_RULED) {

@@ -24,21 +24,6 @@ fn raise_fd_limit() {
     }
 }
 
-fn websocket(sock: &std::path::Path) -> Option<UnixStream> {
-    let mut s = UnixStream::connect(sock).ok()?;
-    s.write_all(
-        b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut buf = [0u8; 512];
-    let n = s.read(&mut buf).ok()?;
-    String::from_utf8_lossy(&buf[..n])
-        .starts_with("HTTP/1.1 101")
-        .then_some(s)
-}
-
 fn slow_http(sock: &std::path::Path) -> Option<UnixStream> {
     let mut s = UnixStream::connect(sock).ok()?;
     s.write_all(
@@ -62,7 +47,7 @@ fn hundreds_of_idle_and_slow_connections_do_not_lock_the_owner_out() {
     let mut slow = Vec::new();
     for _ in 0..200 {
         silent.push(UnixStream::connect(&sock).expect("connect"));
-        if let Some(s) = websocket(&sock) {
+        if let Some(s) = evd_e2e::idle_websocket(&sock) {
             sockets.push(s);
         }
         if let Some(s) = slow_http(&sock) {

@@ -1502,22 +1502,6 @@ fn pressure_rss(w: &World, stores: &[evd_e2e::Repo], sum: &mut PressureSummary) 
     Ok(())
 }
 
-/// A WebSocket upgrade on evd's socket, answered, then left without a subscription.
-fn idle_websocket(sock: &Path) -> Option<std::os::unix::net::UnixStream> {
-    let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
-    s.write_all(
-        b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut buf = [0u8; 512];
-    let n = s.read(&mut buf).ok()?;
-    String::from_utf8_lossy(&buf[..n])
-        .starts_with("HTTP/1.1 101")
-        .then_some(s)
-}
-
 /// The start of an HTTP request whose body is never finished (trickled a byte at a time).
 fn partial_http(sock: &Path) -> Option<std::os::unix::net::UnixStream> {
     let mut s = std::os::unix::net::UnixStream::connect(sock).ok()?;
@@ -1581,7 +1565,7 @@ fn pressure_idle_connections(
             None => failed += 1,
         }
         for _ in 0..2 {
-            match idle_websocket(&sock) {
+            match evd_e2e::idle_websocket(&sock) {
                 Some(s) => sockets.push(s),
                 None => failed += 1,
             }
