@@ -37,10 +37,10 @@
 //! `GIT_INDEX_FILE`), kept in memory for the daemon's life.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{self, Metadata, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{self, Metadata};
+use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -467,24 +467,9 @@ impl FactCache {
             entries: self.entries.clone(),
         })
         .map_err(io::Error::other)?;
-        let dir = path
-            .parent()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"))?;
-        let tmp = dir.join(crate::fsio::temp_name());
-        let res = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(&body))
-            .and_then(|()| fs::rename(&tmp, path));
-        if res.is_err() {
-            let _ = fs::remove_file(&tmp);
-        } else {
-            self.changed = false;
-        }
-        res
+        crate::fsio::replace_private(path, &body)?;
+        self.changed = false;
+        Ok(())
     }
 
     /// Whether this cache may keep answers at all (its environment allows it); when not,
@@ -891,6 +876,7 @@ fn read_persisted(path: &Path) -> Option<Vec<Entry>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
     use std::time::Instant;
 
     /// A repository `main` with two commits and an upstream `origin/main` (a remote-tracking

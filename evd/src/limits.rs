@@ -83,7 +83,7 @@ fn longest_string(v: &Value, at: String) -> Option<(String, usize)> {
 }
 
 /// Refuse a receipt append that is too large.
-pub fn check_receipts(lines: &[String]) -> Result<(), Refusal> {
+pub fn check_receipts<'a>(lines: impl ExactSizeIterator<Item = &'a str>) -> Result<(), Refusal> {
     if lines.len() > MAX_RECEIPTS_PER_APPEND {
         return Err(too_large(
             "the append",
@@ -92,7 +92,8 @@ pub fn check_receipts(lines: &[String]) -> Result<(), Refusal> {
             "receipts",
         ));
     }
-    if let Some(l) = lines.iter().find(|l| l.len() > MAX_RECEIPT_BYTES) {
+    let mut lines = lines;
+    if let Some(l) = lines.find(|l| l.len() > MAX_RECEIPT_BYTES) {
         return Err(too_large(
             "a receipt line",
             l.len(),

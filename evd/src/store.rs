@@ -810,8 +810,8 @@ impl Store {
                 "internal: append without holding the store lock",
             ));
         }
+        // The layout was checked when this request took the store (`acquire`).
         crate::limits::check_tick(&tick)?;
-        self.check_layout()?;
         if self.head_for_write()? != tick.parent_id {
             return Err(Refusal::new(
                 codes::INTERNAL,
@@ -910,7 +910,6 @@ impl Store {
                 "internal: append without holding the store lock",
             ));
         }
-        self.check_layout()?;
         let head = self.head_for_write()?;
         let linked = ticks
             .iter()

@@ -731,32 +731,23 @@ pub fn append_receipts(
             )),
         })
         .collect::<Result<Vec<_>, Refusal>>()?;
-    let lines: Vec<String> = checked
-        .iter()
+    let lines: Vec<(&proto::rpc::NewReceipt, String)> = checked
+        .into_iter()
         .map(|(r, result)| {
-            Receipt {
+            let receipt = Receipt {
                 test: r.test.clone(),
                 platform: r.platform.clone(),
                 commit: r.commit.clone(),
                 ran_at: crate::clock::now_rfc3339(),
-                result: *result,
+                result,
                 falsifiable: r.falsifiable,
-            }
-            .line()
+            };
+            (r, receipt.line())
         })
         .collect();
-    crate::limits::check_receipts(&lines)?;
+    crate::limits::check_receipts(lines.iter().map(|(_, l)| l.as_str()))?;
     let mut out = AppendReceiptsResult::default();
-    for (r, result) in checked {
-        let receipt = Receipt {
-            test: r.test.clone(),
-            platform: r.platform.clone(),
-            commit: r.commit.clone(),
-            ran_at: crate::clock::now_rfc3339(),
-            result,
-            falsifiable: r.falsifiable,
-        };
-        let line = receipt.line();
+    for (r, line) in lines {
         let path = dir.join(format!("{}.jsonl", proto::id::receipt_key(&r.test)));
         match receipts_dir(&dir).and_then(|()| fsio::append(&path, line.as_bytes())) {
             Ok(()) => out.written.push(line),

@@ -90,9 +90,10 @@ pub fn write(
     let parent_id = store.head_for_write().map_err(with)?;
     let now = crate::clock::now();
     let tick = mint(new, parent_id, now);
-    // A preview is refused exactly as the write would be.
-    crate::limits::check_tick(&tick).map_err(with)?;
-    if !preview {
+    if preview {
+        // Refused exactly as the append would refuse the write.
+        crate::limits::check_tick(&tick).map_err(with)?;
+    } else {
         let event = crate::events::tick_event(op, &tick, now);
         store.append(tick.clone()).map_err(with)?;
         store.append_event(&event);
