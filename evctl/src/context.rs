@@ -181,3 +181,33 @@ pub fn commit_envelope(store: &Path, rev: &str) -> Option<proto::rpc::CommitEnve
         body: field("%b")?,
     })
 }
+
+/// `path` (relative to `cwd`, or absolute) as a `/`-separated path relative to the store root,
+/// lexically: the file need not exist (a staged deletion, a file not yet saved).
+pub fn store_relative(root: &Path, cwd: &Path, path: &str) -> Result<String, String> {
+    use std::path::Component;
+    let joined = cwd.join(path);
+    let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in joined.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) => parts.clear(),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop();
+            }
+            Component::Normal(n) => parts.push(n),
+        }
+    }
+    let abs: PathBuf = std::iter::once(std::ffi::OsStr::new("/"))
+        .chain(parts)
+        .collect();
+    let rel = abs.strip_prefix(root).map_err(|_| {
+        format!(
+            "{path} is outside the store at {} (paths are read relative to the working directory)",
+            root.display()
+        )
+    })?;
+    rel.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{path} is not valid UTF-8"))
+}

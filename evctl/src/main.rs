@@ -228,6 +228,17 @@ enum Cmd {
         #[arg(allow_hyphen_values = true)]
         selector: String,
     },
+    /// Which current decisions guard these files (their `--triggered-by` paths cover them),
+    /// with the verdict that speaks for each; every guarded decision without paths.
+    ///
+    /// Paths are read relative to the working directory and need not exist. Exit 1 when no
+    /// decision guards them. --json gives each decision's grounds, triggers, last runs and
+    /// roads not taken.
+    #[command(verbatim_doc_comment)]
+    Guards {
+        /// Files or directories (default: all guarded paths).
+        paths: Vec<String>,
+    },
     /// Re-open one decision: its tags, edges and what each test ground reads now.
     Reopen {
         /// The 12-hex tick id.
@@ -321,6 +332,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Brief { limit } => verbs::brief(&mut s, &g, limit).await,
         Cmd::Why { selector } => verbs::why(&mut s, selector).await,
         Cmd::Reopen { id } => verbs::reopen(&mut s, &g, id).await,
+        Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
     }
 }
 

@@ -621,6 +621,32 @@ pub fn why(r: &proto::rpc::WhyResult, json: bool) -> Out {
     out
 }
 
+/// `guards`: one line per guarding decision: the verdict that speaks for it, the tick, the
+/// decision and the paths it guards (tab-separated, like `why`).
+pub fn guards(r: &proto::rpc::GuardsResult, json: bool) -> Out {
+    let mut out = Out::default();
+    if r.decisions.is_empty() {
+        out.code = 1;
+    }
+    if json {
+        out.json(r);
+        return out;
+    }
+    if r.decisions.is_empty() {
+        out.err("no current decision guards these paths");
+    }
+    for d in &r.decisions {
+        let label = d.worst_ground(None).map_or("-", |g| g.label.as_str());
+        out.line(format!(
+            "{label}\t{}\t{}\t{}",
+            d.tick_id,
+            q(&d.decision),
+            d.matched.join(", ")
+        ));
+    }
+    out
+}
+
 pub fn reopen(r: &proto::rpc::ReopenResult, style: Style, json: bool) -> Out {
     let mut out = Out::default();
     if json {

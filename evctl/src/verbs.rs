@@ -593,8 +593,9 @@ async fn run_tests(
     Ok(())
 }
 
-pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
-    let style = Style::detect(g.color.as_deref(), g.plain);
+/// The context a verdict read needs: the git fact the store's staleness policy reads (HEAD for
+/// `local-head`, the upstream for `live-origin`; none offline).
+pub fn verdict_context(s: &Session, offline: bool) -> proto::rpc::Context {
     let root = s.root(true);
     let policy = evd::config::Config::parse(
         std::fs::read_to_string(root.join(".evolving").join("config"))
@@ -604,10 +605,48 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
     .staleness_ref;
     let needs = Needs {
         user_name: false,
-        head: !a.offline && policy == "local-head",
-        upstream: !a.offline && policy != "local-head" && policy != "none",
+        head: !offline && policy == "local-head",
+        upstream: !offline && policy != "local-head" && policy != "none",
     };
-    let ctx = s.context(true, needs);
+    s.context(true, needs)
+}
+
+/// The current decisions guarding `paths` (store-relative; `None`: every guarded path), with
+/// check's verdicts: from evd, or in-process.
+pub async fn guards_of(
+    s: &mut Session,
+    paths: Option<Vec<String>>,
+) -> Result<proto::rpc::GuardsResult, Refusal> {
+    let ctx = verdict_context(s, false);
+    let req = proto::rpc::GuardsRequest {
+        context: ctx.clone(),
+        paths,
+    };
+    s.read(rpc!(req, guards), || {
+        local_read(&ctx, |st| verbs::guards(st, &req))
+    })
+    .await
+}
+
+/// `guards [PATH]…`: which current decisions guard these files (every guarded file without
+/// paths), each with the verdict that speaks for it.
+pub async fn guards(s: &mut Session, paths: Vec<String>) -> Out {
+    let root = s.root(true);
+    let mut rel = Vec::with_capacity(paths.len());
+    for p in &paths {
+        match context::store_relative(&root, &s.cwd, p) {
+            Ok(r) => rel.push(r),
+            Err(e) => return render::refusal(&Refusal::refused("path_outside_store", e), s.json),
+        }
+    }
+    let r = guards_of(s, (!paths.is_empty()).then_some(rel)).await;
+    let json = s.json;
+    s.finish(r, |v| render::guards(v, json))
+}
+
+pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
+    let style = Style::detect(g.color.as_deref(), g.plain);
+    let ctx = verdict_context(s, a.offline);
     if a.run {
         if let Err(e) = run_tests(s, &ctx, &a.platform).await {
             return render::refusal(&e, s.json);

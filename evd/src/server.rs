@@ -578,6 +578,11 @@ impl EvApiServer for Rpc {
         let ctx = req.context.clone();
         on_store(&self.0, &ctx, move |s| verbs::reopen(s, &req.id)).await
     }
+
+    async fn guards(&self, req: proto::rpc::GuardsRequest) -> RpcResult<proto::rpc::GuardsResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::guards(s, &req)).await
+    }
 }
 
 /// Send one item of a subscription; a client that went away is not an error (the work it asked

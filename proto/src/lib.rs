@@ -6,6 +6,7 @@ pub mod golden;
 pub mod id;
 pub mod json;
 pub mod model;
+pub mod pathspec;
 pub mod rpc;
 pub mod vocab;
 

@@ -1318,6 +1318,11 @@ pub trait EvApi {
     /// One tick with what each of its test grounds reads now.
     #[method(name = "reopen")]
     async fn reopen(&self, req: IdRequest) -> RpcResult<ReopenResult>;
+    /// The current decisions guarding paths: their triggers, verdicts, grounds and roads not
+    /// taken (what a hook names before a commit, what an editor shows on a file).
+    #[method(name = "guards")]
+    async fn guards(&self, req: GuardsRequest) -> RpcResult<GuardsResult>;
+
     /// Live verdict changes of one store, pushed as they happen (the watcher keeps evaluating).
     #[subscription(name = "watch" => "watch.event", unsubscribe = "unwatch", item = WatchEvent)]
     async fn watch(&self, req: StoreRequest) -> SubscriptionResult;
@@ -1425,4 +1430,128 @@ pub struct ReopenResult {
     pub ratifies: Option<String>,
     pub superseded_by: Option<String>,
     pub grounds: Vec<ReopenGround>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// guards: which current decisions guard which files (for hooks and editors)
+
+/// `ev.guards`: the current decisions whose test grounds name `triggered_by` paths, with their
+/// verdicts as a plain `check` reads them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GuardsRequest {
+    pub context: Context,
+    /// Paths relative to the store's root (`/`-separated). Only the decisions with a trigger
+    /// covering one of them are answered (see [`crate::pathspec::covers`]); `None` answers every
+    /// decision that has a trigger at all.
+    #[serde(default)]
+    pub paths: Option<Vec<String>>,
+}
+
+/// The newest receipt of a ground's test.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LastRun {
+    /// `green`, `red` or `gray`.
+    pub result: String,
+    pub commit: String,
+    pub ran_at: String,
+    pub platform: String,
+}
+
+/// One test ground of a guarding decision.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuardedGround {
+    /// The ground's index in its tick.
+    pub index: usize,
+    pub claim: String,
+    /// `chosen` or `rejected:<option>`.
+    pub supports: String,
+    /// The test selector, as bound.
+    pub selector: String,
+    /// `None`: a harvested binding.
+    pub counter_test: Option<String>,
+    pub triggered_by: Vec<String>,
+    pub platforms: Vec<String>,
+    /// The verdict label, exactly as `check` prints it.
+    pub label: String,
+    /// `attention`, `clear` or `informational`.
+    pub class: String,
+    /// Whether this verdict gates (`check --exit-on-red` exits 1 on it).
+    pub gating: bool,
+    /// `check`'s detail text for the row.
+    pub detail: String,
+    pub last_run: Option<LastRun>,
+}
+
+/// A current decision with at least one trigger (covering a requested path, when paths were
+/// given).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuardedDecision {
+    pub tick_id: String,
+    pub file: String,
+    pub decision: String,
+    pub blame: String,
+    pub authority: Option<String>,
+    pub jurisdiction: Option<String>,
+    /// The roads not taken.
+    pub rejected: Vec<BriefRoad>,
+    /// The requested paths this decision's triggers cover, in request order (every distinct
+    /// trigger when no paths were given).
+    pub matched: Vec<String>,
+    /// Its test grounds, in tick order.
+    pub grounds: Vec<GuardedGround>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GuardsResult {
+    /// The commit the verdicts were read at (`None` outside git).
+    pub head: Option<String>,
+    pub staleness_ref: StalenessRef,
+    /// Whether any current verdict of the store gates: what `check --exit-on-red` exits 1 on,
+    /// whether or not it guards a requested path.
+    pub gating: bool,
+    pub tally: Tally,
+    /// By file name.
+    pub decisions: Vec<GuardedDecision>,
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+impl GuardedGround {
+    /// How much this ground asks for attention: a gating verdict first, then red over stale
+    /// over not-run over unproven, then the informational labels, green last.
+    pub fn severity(&self) -> u8 {
+        let base = match self.label.as_str() {
+            "red" | "gray->red" => 6,
+            "silently-unbound" => 5,
+            l if l.starts_with("stale") => 4,
+            "not-run" => 3,
+            "unproven" => 2,
+            "memo" => 1,
+            _ => 0,
+        };
+        base + if self.gating { 10 } else { 0 }
+    }
+
+    /// Whether one of this ground's triggers covers `path`.
+    pub fn guards_path(&self, path: &str) -> bool {
+        self.triggered_by
+            .iter()
+            .any(|t| crate::pathspec::covers(t, path))
+    }
+}
+
+impl GuardedDecision {
+    /// The ground that speaks for this decision about `path` (about any of its triggers when
+    /// `None`): the one asking for the most attention, the first in tick order among equals.
+    pub fn worst_ground(&self, path: Option<&str>) -> Option<&GuardedGround> {
+        self.grounds
+            .iter()
+            .filter(|g| !g.triggered_by.is_empty())
+            .filter(|g| path.is_none_or(|p| g.guards_path(p)))
+            .fold(None, |worst: Option<&GuardedGround>, g| match worst {
+                Some(w) if w.severity() >= g.severity() => Some(w),
+                _ => Some(g),
+            })
+    }
 }

@@ -41,16 +41,7 @@ pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refus
             decision: t.decision.clone(),
             id: t.id.clone(),
             load_bearing: *lb,
-            rejected_roads: t
-                .grounds
-                .iter()
-                .filter_map(|g| {
-                    g.rejected_option().map(|o| BriefRoad {
-                        claim: g.claim.clone(),
-                        option: o.to_string(),
-                    })
-                })
-                .collect(),
+            rejected_roads: roads_not_taken(t),
             source_ref: t.source_ref_key(),
         })
         .collect();
@@ -73,4 +64,17 @@ pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refus
     ev.insert("ts".into(), crate::clock::now_rfc3339().into());
     store.append_event(&proto::json::compact(&Value::Object(ev)));
     Ok(out)
+}
+
+/// A tick's roads not taken, in ground order.
+pub fn roads_not_taken(t: &proto::Tick) -> Vec<BriefRoad> {
+    t.grounds
+        .iter()
+        .filter_map(|g| {
+            g.rejected_option().map(|o| BriefRoad {
+                claim: g.claim.clone(),
+                option: o.to_string(),
+            })
+        })
+        .collect()
 }

@@ -262,10 +262,21 @@ fn refuse_on_git_timeouts(store: &mut Store) -> Result<(), Refusal> {
     )))
 }
 
-/// `check` (§10.1 steps 1, 2, 4–6): evaluate — or reuse the evaluation made on the very same
-/// basis —, keep the state files current, record the events, answer the rows.
-pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
-    let started = Instant::now();
+/// A check's evaluation and what it rests on: what every verb that reads verdicts starts from.
+pub struct Evaluated {
+    pub eval: Arc<Evaluation>,
+    /// The staleness policy (config `staleness_ref`).
+    pub policy: String,
+    /// The staleness reference sha the verdicts were read against.
+    pub reference: Option<String>,
+    /// The repository's HEAD.
+    pub head: Option<String>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Evaluate — or reuse the evaluation made on the very same basis —, keeping the state files
+/// current (§10.1 steps 1, 2, 4, 5).
+pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Refusal> {
     // Only this request's git children count.
     crate::child::take_timeouts();
     store.require()?;
@@ -287,23 +298,31 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
             e
         }
     };
-    let mut lines = eval.event_lines(now);
+    Ok(Evaluated {
+        eval,
+        policy: config.staleness_ref,
+        reference: basis.reference,
+        head: basis.head,
+        warnings,
+    })
+}
+
+/// `check` (§10.1 steps 1, 2, 4–6): evaluate, record the events, answer the rows.
+pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
+    let started = Instant::now();
+    let e = evaluated(store, req)?;
+    let now = crate::clock::now();
+    let mut lines = e.eval.event_lines(now);
     let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let mut run = Map::new();
-    run.insert("decisions".into(), eval.decisions().into());
+    run.insert("decisions".into(), e.eval.decisions().into());
     run.insert("op".into(), "check-run".into());
     run.insert("ts".into(), crate::clock::format(now).into());
     run.insert("wall_ms".into(), wall_ms.into());
     lines.push_str(&proto::json::compact(&Value::Object(run)));
     lines.push('\n');
     store.append_events(&lines);
-    Ok(answer(
-        &eval,
-        req,
-        config.staleness_ref,
-        basis.reference,
-        warnings,
-    ))
+    Ok(answer(&e.eval, req, e.policy, e.reference, e.warnings))
 }
 
 /// The answer to one request from an evaluation: rows as objects, or the compact table.
