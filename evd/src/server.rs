@@ -662,11 +662,25 @@ impl AcceptBackoff {
     }
 }
 
+/// The JSON-RPC methods evd serves, bound to `daemon`: exactly what every connection gets.
+pub fn rpc_module(daemon: Arc<Daemon>) -> jsonrpsee::RpcModule<Rpc> {
+    Rpc(daemon).into_rpc()
+}
+
+/// The name of every method a client can call (subscribe and unsubscribe calls included),
+/// sorted: read from the module [`serve`] serves, so it never drifts from it.
+pub fn method_names() -> Vec<&'static str> {
+    let daemon = Arc::new(Daemon::new(String::new(), PathBuf::new()));
+    let mut names: Vec<&'static str> = rpc_module(daemon).method_names().collect();
+    names.sort_unstable();
+    names
+}
+
 /// Serve until `daemon.stop` is cancelled. Connections from another uid are dropped unserved.
 pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = UnixListener::from_std(listener)?;
-    let methods = Rpc(Arc::clone(&daemon)).into_rpc();
+    let methods = rpc_module(Arc::clone(&daemon));
     let (stop_handle, server_handle) = stop_channel();
     let svc_builder = jsonrpsee::server::Server::builder()
         .set_config(server_config())

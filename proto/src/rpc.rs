@@ -1283,7 +1283,8 @@ pub trait EvApi {
     async fn supersede(&self, req: SupersedeRequest) -> RpcResult<SupersedeResult>;
 
     /// Backfill history, as one call whose progress streams: any number of `progress` items, then
-    /// one `done` or `refused`. Early refusals (daemon stopping, bad store path) reject the call.
+    /// one `done` or `refused`. Only a stopping daemon rejects the call itself; every other
+    /// refusal, a bad store path included, is the stream's `refused` item.
     #[subscription(name = "migrate.backfill" => "migrate.progress", unsubscribe = "migrate.unsubscribe", item = MigrateEvent)]
     async fn migrate_backfill(&self, req: BackfillRequest) -> SubscriptionResult;
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
+pub mod console;
 pub mod store_gen;
 
 /// The directory the test binaries were built into (target/<profile>).
