@@ -1,7 +1,7 @@
 //! A check on HTTP requests before JSON-RPC sees them: a request whose `id` is neither a
 //! string, an integer nor null (`1e400`, `1.5`, `[1]`) is answered with a JSON-RPC
 //! "invalid request" error. Left to the JSON-RPC layer, such a request is taken for a
-//! notification: it would run (a write included) and its client would get a bare `null`.
+//! notification: it is dropped unrun, and its client gets a bare `null` instead of an error.
 
 use std::future::Future;
 use std::pin::Pin;
