@@ -40,10 +40,35 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     let mut decisions = Vec::new();
     for part in &e.eval.parts {
         let tick = &part.tick;
+        // Which paths it guards first: most decisions of a large store guard none of a
+        // commit's few files, and are passed over without reading their receipts.
+        let mut triggers: Vec<&str> = Vec::new();
+        for g in &tick.grounds {
+            if let Some(Check::Test { liveness, .. }) = &g.check {
+                for t in &liveness.triggered_by {
+                    if !triggers.contains(&t.as_str()) {
+                        triggers.push(t);
+                    }
+                }
+            }
+        }
+        if triggers.is_empty() {
+            continue;
+        }
+        let matched: Vec<String> = match &wanted {
+            None => triggers.iter().map(|t| t.to_string()).collect(),
+            Some(paths) => paths
+                .iter()
+                .filter(|p| triggers.iter().any(|t| pathspec::covers(t, p)))
+                .map(|p| p.to_string())
+                .collect(),
+        };
+        if matched.is_empty() {
+            continue;
+        }
         let rows: HashMap<usize, &proto::rpc::CheckRow> =
             part.rows.iter().map(|r| (r.ground_index, r)).collect();
         let mut grounds = Vec::new();
-        let mut triggers: Vec<&str> = Vec::new();
         for (index, g) in tick.grounds.iter().enumerate() {
             let Some(Check::Test {
                 reference,
@@ -57,11 +82,6 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             let Some(row) = rows.get(&index) else {
                 continue;
             };
-            for t in &liveness.triggered_by {
-                if !triggers.contains(&t.as_str()) {
-                    triggers.push(t);
-                }
-            }
             let recs = store.receipts.get(reference);
             let last_run = verdict::latest(recs.iter()).map(|r| LastRun {
                 result: r.result.as_str().into(),
@@ -83,20 +103,6 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
                 detail: row.detail.clone(),
                 last_run,
             });
-        }
-        if triggers.is_empty() {
-            continue;
-        }
-        let matched: Vec<String> = match &wanted {
-            None => triggers.iter().map(|t| t.to_string()).collect(),
-            Some(paths) => paths
-                .iter()
-                .filter(|p| triggers.iter().any(|t| pathspec::covers(t, p)))
-                .map(|p| p.to_string())
-                .collect(),
-        };
-        if matched.is_empty() {
-            continue;
         }
         decisions.push(GuardedDecision {
             tick_id: tick.id.clone(),
