@@ -241,7 +241,7 @@ pub fn retag_stream(stream: &[String]) -> Result<(proto::rpc::RetagTags, Option<
             "--blame" => &mut blame,
             _ => {
                 return Err(format!(
-                    "ev supersede: unexpected argument {} — re-tag accepts --authority / --jurisdiction / --provenance / --blame; pass a new ruling text to overturn",
+                    "evctl supersede: unexpected argument {} — re-tag accepts --authority / --jurisdiction / --provenance / --blame; pass a new ruling text to overturn",
                     q(flag)
                 ))
             }
