@@ -10,8 +10,6 @@ use proto::vocab;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Walk {
     pub decision: Option<String>,
-    pub dry_run: bool,
-    pub json: bool,
     pub observe: Option<String>,
     pub blame: Option<String>,
     pub verified_at_sha: Option<String>,
@@ -22,7 +20,7 @@ pub struct Walk {
     pub grounds: Vec<DraftGround>,
 }
 
-/// Global flags that may stand before the stream begins.
+/// The global flags, which a stream verb also accepts in any flag position of its stream.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Globals {
     pub color: Option<String>,
@@ -46,25 +44,67 @@ pub fn take_globals(tokens: &[String], g: &mut Globals) -> Result<usize, String>
                 i += 1;
             }
             "--color" | "--store" => {
-                let v = tokens.get(i + 1).ok_or_else(|| {
-                    format!("a value is required for '{t} <VALUE>' but none was supplied")
-                })?;
-                if t == "--color" {
-                    if !["auto", "always", "never"].contains(&v.as_str()) {
-                        return Err(format!(
-                            "invalid value '{v}' for '--color <WHEN>' [possible values: auto, always, never]"
-                        ));
-                    }
-                    g.color = Some(v.clone());
-                } else {
-                    g.store = Some(v.clone());
-                }
+                set_valued_global(g, t, tokens.get(i + 1))?;
                 i += 2;
             }
             _ => break,
         }
     }
     Ok(i)
+}
+
+/// Set `--color WHEN` or `--store DIR` from the token after it, in clap's words when it is
+/// missing or not a colour choice.
+fn set_valued_global(g: &mut Globals, flag: &str, value: Option<&String>) -> Result<(), String> {
+    let v = value
+        .ok_or_else(|| format!("a value is required for '{flag} <VALUE>' but none was supplied"))?;
+    if flag == "--color" {
+        if !["auto", "always", "never"].contains(&v.as_str()) {
+            return Err(format!(
+                "invalid value '{v}' for '--color <WHEN>' [possible values: auto, always, never]"
+            ));
+        }
+        g.color = Some(v.clone());
+    } else {
+        g.store = Some(v.clone());
+    }
+    Ok(())
+}
+
+/// Take the global flags (`--json`, `--plain`/`-p`, `--color WHEN`, `--store DIR`) and, when
+/// `dry_run_ok`, decide's `--dry-run` out of a stream wherever they stand in flag position, and
+/// return whether `--dry-run` was there plus the stream left for the walk.
+///
+/// Flag positions are counted as the walk counts them: any other token opens a pair and the
+/// token after it is its value, whatever it looks like. So `--observe --store` observes the
+/// text "--store", and a stream without these flags comes back unchanged.
+pub fn lift_globals(
+    stream: &[String],
+    dry_run_ok: bool,
+    g: &mut Globals,
+) -> Result<(bool, Vec<String>), String> {
+    let mut dry_run = false;
+    let mut rest = Vec::with_capacity(stream.len());
+    let mut i = 0;
+    while let Some(t) = stream.get(i) {
+        match t.as_str() {
+            "--dry-run" if dry_run_ok => dry_run = true,
+            "--json" => g.json = true,
+            "--plain" | "-p" => g.plain = true,
+            "--color" | "--store" => {
+                set_valued_global(g, t, stream.get(i + 1))?;
+                i += 2;
+                continue;
+            }
+            _ => {
+                rest.extend(stream[i..].iter().take(2).cloned());
+                i += 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    Ok((dry_run, rest))
 }
 
 /// Split off the positional decision and the leading global flags; the rest is the stream.
@@ -87,26 +127,6 @@ pub fn split_positional(
     Ok((positional, tokens[i..].to_vec()))
 }
 
-/// Remove every `name` token standing in flag position (pair-aware), reporting whether any was.
-pub fn extract_bool(stream: &[String], name: &str) -> (bool, Vec<String>) {
-    let mut found = false;
-    let mut out = Vec::with_capacity(stream.len());
-    let mut i = 0;
-    while i < stream.len() {
-        if stream[i] == name {
-            found = true;
-            i += 1;
-            continue;
-        }
-        out.push(stream[i].clone());
-        if let Some(v) = stream.get(i + 1) {
-            out.push(v.clone());
-        }
-        i += 2;
-    }
-    (found, out)
-}
-
 const GROUND_FLAGS: [&str; 6] = [
     "--revisit",
     "--assume-test",
@@ -116,27 +136,12 @@ const GROUND_FLAGS: [&str; 6] = [
     "--surface",
 ];
 
-/// Walk a decide stream (after the positional). `booleans` are the pair-aware switches this verb
-/// accepts (`--dry-run` for decide).
-pub fn walk(
-    decision: Option<String>,
-    stream: &[String],
-    booleans: &[&str],
-) -> Result<Walk, String> {
+/// Walk a decide stream (after the positional, with [`lift_globals`] applied).
+pub fn walk(decision: Option<String>, rest: &[String]) -> Result<Walk, String> {
     let mut w = Walk {
         decision,
         ..Walk::default()
     };
-    let mut rest = stream.to_vec();
-    for b in booleans {
-        let (found, r) = extract_bool(&rest, b);
-        rest = r;
-        match *b {
-            "--dry-run" => w.dry_run |= found,
-            "--json" => w.json |= found,
-            _ => {}
-        }
-    }
     let mut i = 0;
     while i < rest.len() {
         let flag = rest[i].as_str();
@@ -217,7 +222,8 @@ pub fn walk(
                     "--counter-test" => g.counter_test = Some(value),
                     "--on-platform" => g.platforms.push(value),
                     "--triggered-by" => g.triggered_by.push(value),
-                    _ => g.surfaces.push(value),
+                    "--surface" => g.surfaces.push(value),
+                    other => return Err(format!("decide: unknown flag {other}")),
                 }
             }
         }
@@ -263,39 +269,103 @@ mod tests {
         v.iter().map(|x| x.to_string()).collect()
     }
 
+    /// Lift as decide does, then walk.
+    fn decide_walk(v: &[&str]) -> Result<(bool, Walk), String> {
+        let mut g = Globals::default();
+        let (dry_run, rest) = lift_globals(&s(v), true, &mut g)?;
+        Ok((dry_run, walk(Some("d".into()), &rest)?))
+    }
+
     #[test]
-    fn every_flag_eats_the_next_token_and_dry_run_extraction_is_pair_aware() {
-        let w = walk(
-            Some("d".into()),
-            &s(&[
-                "--observe",
-                "--dry-run",
-                "--assume",
-                "--color",
-                "--on-platform",
-                "p",
-            ]),
-            &["--dry-run"],
-        )
+    fn every_flag_eats_the_next_token_and_dry_run_lifting_is_pair_aware() {
+        let (dry_run, w) = decide_walk(&[
+            "--observe",
+            "--dry-run",
+            "--assume",
+            "--color",
+            "--on-platform",
+            "p",
+        ])
         .expect("walks");
-        assert!(!w.dry_run);
+        assert!(!dry_run);
         assert_eq!(w.observe.as_deref(), Some("--dry-run"));
         assert_eq!(w.grounds[0].claim.as_deref(), Some("--color"));
         assert_eq!(w.grounds[0].platforms, vec!["p"]);
-        let w = walk(
-            Some("d".into()),
-            &s(&["--dry-run", "--assume", "a"]),
-            &["--dry-run"],
-        )
-        .expect("walks");
-        assert!(w.dry_run);
+        let (dry_run, _) = decide_walk(&["--dry-run", "--assume", "a"]).expect("walks");
+        assert!(dry_run);
+    }
+
+    #[test]
+    fn globals_are_lifted_from_any_flag_position_and_never_from_a_value() {
+        let mut g = Globals::default();
+        let stream = s(&[
+            "--assume",
+            "a",
+            "--store",
+            "/s",
+            "--counter-test",
+            "--json",
+            "-p",
+            "--color",
+            "never",
+            "--observe",
+            "--store",
+            "--json",
+        ]);
+        let (dry_run, rest) = lift_globals(&stream, false, &mut g).expect("lifts");
+        assert!(!dry_run);
+        assert_eq!(g.store.as_deref(), Some("/s"));
+        assert_eq!(g.color.as_deref(), Some("never"));
+        assert!(g.plain && g.json);
+        assert_eq!(
+            rest,
+            s(&[
+                "--assume",
+                "a",
+                "--counter-test",
+                "--json",
+                "--observe",
+                "--store"
+            ])
+        );
+        // Without --dry-run allowed, it is one more flag opening a pair.
+        let (dry_run, rest) =
+            lift_globals(&s(&["--dry-run", "--json"]), false, &mut g).expect("lifts");
+        assert!(!dry_run);
+        assert_eq!(rest, s(&["--dry-run", "--json"]));
+        // A stream without globals comes back as it was.
+        let plain = s(&["--observe", "o", "--reject", "r: w", "--surface", "s"]);
+        assert_eq!(
+            lift_globals(&plain, true, &mut Globals::default()).expect("lifts"),
+            (false, plain.clone())
+        );
+    }
+
+    #[test]
+    fn a_lifted_global_is_checked_as_clap_checks_it() {
+        let mut g = Globals::default();
+        assert_eq!(
+            lift_globals(&s(&["--assume", "a", "--store"]), true, &mut g),
+            Err("a value is required for '--store <VALUE>' but none was supplied".into())
+        );
+        assert_eq!(
+            lift_globals(&s(&["--color", "blue"]), true, &mut g),
+            Err(
+                "invalid value 'blue' for '--color <WHEN>' [possible values: auto, always, never]"
+                    .into()
+            )
+        );
     }
 
     #[test]
     fn walk_errors_use_upstream_wording() {
-        let e = |v: &[&str]| walk(Some("d".into()), &s(v), &["--dry-run"]).expect_err("refused");
+        let e = |v: &[&str]| decide_walk(v).expect_err("refused");
         assert_eq!(e(&["--revisit"]), "--revisit requires a value");
         assert_eq!(e(&["--bogus", "x"]), "decide: unknown flag --bogus");
+        assert_eq!(
+            e(&["--provenance", "x"]),
+            "decide: unknown flag --provenance"
+        );
         assert_eq!(
             e(&["--surface", "x"]),
             "--surface has no preceding --assume/--reject ground"
@@ -323,7 +393,7 @@ mod tests {
     }
 
     #[test]
-    fn globals_are_read_only_before_the_stream() {
+    fn globals_are_read_before_and_right_after_the_positional() {
         let mut g = Globals::default();
         let (pos, stream) = split_positional(
             &s(&["--plain", "x", "--json", "--assume", "--plain"]),

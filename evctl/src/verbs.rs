@@ -238,11 +238,14 @@ pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
         Ok(v) => v,
         Err(e) => return usage(e),
     };
-    let walk = match grammar::walk(positional, &stream, &["--dry-run", "--json"]) {
+    let (dry_run, stream) = match grammar::lift_globals(&stream, true, &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    let walk = match grammar::walk(positional, &stream) {
         Ok(w) => w,
         Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
     };
-    g.json |= walk.json;
     let mut s = Session::new(&g);
     let (ctx, from_git) = walk_context(&s, &walk, true);
     let req = DecideRequest {
@@ -256,7 +259,7 @@ pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
         jurisdiction: walk.jurisdiction,
         source_ref: walk.source_ref,
         grounds: walk.grounds,
-        dry_run: walk.dry_run,
+        dry_run,
     };
     let r = s
         .write(rpc!(req, decide), || {
@@ -287,15 +290,19 @@ pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
         Ok(v) => v,
         Err(e) => return usage(e),
     };
-    let (json, stream) = grammar::extract_bool(&stream, "--json");
-    g.json |= json;
+    let (_, stream) = match grammar::lift_globals(&stream, false, &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    // What would make a proposal bound or authoritative is refused anywhere in the stream,
+    // value positions included, as upstream does.
     if let Some(f) = stream
         .iter()
         .find(|t| PROPOSE_FORBIDDEN.contains(&t.as_str()))
     {
         return render::refusal(&verbs::propose::unbound_refusal(f), g.json);
     }
-    let walk = match grammar::walk(positional, &stream, &[]) {
+    let walk = match grammar::walk(positional, &stream) {
         Ok(w) => w,
         Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
     };
@@ -342,11 +349,13 @@ pub async fn supersede(tokens: &[String], mut g: Globals) -> Out {
         Ok(v) => v,
         Err(e) => return usage(e),
     };
+    let (_, stream) = match grammar::lift_globals(&stream, false, &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
     let mut s;
     let req = match ruling {
         None => {
-            let (json, stream) = grammar::extract_bool(&stream, "--json");
-            g.json |= json;
             let (tags, blame) = match grammar::retag_stream(&stream) {
                 Ok(v) => v,
                 Err(e) => return render::refusal(&Refusal::refused("retag_args", e), g.json),
@@ -369,11 +378,10 @@ pub async fn supersede(tokens: &[String], mut g: Globals) -> Out {
             }
         }
         Some(text) => {
-            let w = match grammar::walk(Some(text), &stream, &["--json"]) {
+            let w = match grammar::walk(Some(text), &stream) {
                 Ok(w) => w,
                 Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
             };
-            g.json |= w.json;
             s = Session::new(&g);
             let (ctx, from_git) = walk_context(&s, &w, true);
             SupersedeRequest {
