@@ -270,18 +270,6 @@ pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
     s.finish(r, |v| render::decide(v, json))
 }
 
-/// The tokens that make a proposal bound or authoritative: refused anywhere in the stream.
-const PROPOSE_FORBIDDEN: [&str; 8] = [
-    "--assume-test",
-    "--counter-test",
-    "--on-platform",
-    "--triggered-by",
-    "--surface",
-    "--verified-at-sha",
-    "--revisit",
-    "--authority",
-];
-
 pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
     if wants_help(tokens) {
         return help_of("propose");
@@ -298,7 +286,7 @@ pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
     // value positions included, as upstream does.
     if let Some(f) = stream
         .iter()
-        .find(|t| PROPOSE_FORBIDDEN.contains(&t.as_str()))
+        .find(|t| grammar::refused_by(grammar::PROPOSE).any(|f| f == t.as_str()))
     {
         return render::refusal(&verbs::propose::unbound_refusal(f), g.json);
     }
@@ -340,10 +328,10 @@ pub async fn supersede(tokens: &[String], mut g: Globals) -> Out {
         Err(e) => return usage(e),
     };
     let Some(id) = tokens.get(lead).filter(|t| !t.starts_with('-')).cloned() else {
-        return usage(
-            "the following required arguments were not provided:\n  <ID>\n\nUsage: evctl supersede <ID> [DECISION] [ARGS]...\n\nFor more information, try '--help'."
-                .into(),
-        );
+        return usage(format!(
+            "the following required arguments were not provided:\n  <ID>\n\n{}\n\nFor more information, try '--help'.",
+            crate::usage_of("supersede")
+        ));
     };
     let (ruling, stream) = match grammar::split_positional(&tokens[lead + 1..], &mut g) {
         Ok(v) => v,
