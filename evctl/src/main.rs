@@ -262,18 +262,6 @@ enum Cmd {
     },
 }
 
-/// evctl's whole grammar: the clap definitions plus the stream flags decide, propose and
-/// supersede read by hand, so help, man pages and completions show those too.
-fn command() -> Command {
-    generate::with_stream_flags(Cli::command())
-}
-
-/// Parse `argv` with [`command`], exiting with clap's message on a usage error.
-fn parse(argv: Vec<OsString>) -> Cli {
-    let matches = command().get_matches_from(argv);
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
-}
-
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let args: Option<Vec<String>> = argv
@@ -318,6 +306,18 @@ pub fn usage_of(verb: &str) -> String {
     cmd.find_subcommand_mut(verb)
         .map(|c| c.render_usage().to_string())
         .unwrap_or_default()
+}
+
+/// evctl's whole grammar: the clap definitions plus the stream flags decide, propose and
+/// supersede read by hand, so help, man pages and completions show those too.
+fn command() -> Command {
+    generate::with_stream_flags(Cli::command())
+}
+
+/// Parse `argv` with [`command`], exiting with clap's message on a usage error.
+fn parse(argv: Vec<OsString>) -> Cli {
+    let matches = command().get_matches_from(argv);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// The decide-family verbs read their own stream; everything else goes through clap.
