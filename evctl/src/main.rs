@@ -3,6 +3,7 @@
 
 mod client;
 mod context;
+mod generate;
 mod grammar;
 mod migrate;
 mod render;
@@ -11,9 +12,11 @@ mod style;
 mod verbs;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap_complete::aot::Shell;
 use proto::rpc::Refusal;
 
 use crate::grammar::Globals;
@@ -69,33 +72,24 @@ enum Cmd {
     Init,
     /// Record a decision with its grounds.
     ///
-    /// evctl decide "<decision>" [<flag> <value>]…
-    /// evctl decide --from-git <commit> [<flag> <value>]…
+    /// Name the decision, then its grounds: each --assume (a reason it was taken) or --reject
+    /// (a road not taken, and why) opens a ground, and the ground flags after it attach to that
+    /// ground, such as a test that passes while the claim holds (--assume-test) with one that
+    /// turns red if it breaks (--counter-test).
     ///
-    /// The flags are read strictly left to right; each takes exactly the next token as its value.
+    /// The flags are read strictly left to right, and each takes exactly the next token as its
+    /// value, whatever it looks like: `--observe --dry-run` observes the text "--dry-run". The
+    /// global flags (--json, --store, --plain, --color) may stand wherever a flag may.
     ///
-    /// Decision-level (anywhere; a repeat overwrites):
-    ///   --observe <text>           the situation you observed
-    ///   --blame <name>             who is on the hook (default: git config user.name)
-    ///   --authority <v>            user-ruled | agent-disposable
-    ///   --jurisdiction <v>         A | B (may gate) or C | D (detect-only, never gates)
-    ///   --source-ref <key>         an opaque id from your tracker (e.g. R2289, #555)
-    ///   --verified-at-sha <sha>    the commit tests were verified at (default: git HEAD)
-    ///   --from-git <commit>        take the decision text and blame from a commit
-    ///   --dry-run                  validate and print the id, write nothing
-    ///
-    /// Ground-opening (each opens a new ground):
-    ///   --assume <claim>           a reason for the decision taken
-    ///   --reject "<option>: <why>" a road not taken, and why
-    ///
-    /// Ground-level (attach to the latest --assume/--reject):
-    ///   --revisit <when>           a human re-check (chosen grounds only)
-    ///   --assume-test <selector>   a test that passes while the claim holds
-    ///   --counter-test <selector>  a test that flips red if the claim breaks (required)
-    ///   --on-platform <p>          where the test must keep running (repeatable)
-    ///   --triggered-by <path>      a path whose change makes the last run stale (repeatable)
-    ///   --surface <s>              what the test guards (repeatable)
-    #[command(verbatim_doc_comment)]
+    /// Example:
+    ///   evctl decide "pin the embedding model to v3" \
+    ///       --assume "re-embedding on every release is too slow" \
+    ///       --assume-test "cargo test embed_pin" --counter-test "cargo test embed_pin_breaks" \
+    ///       --on-platform linux-ci --triggered-by Cargo.toml --surface deps
+    #[command(
+        verbatim_doc_comment,
+        override_usage = "evctl decide \"<DECISION>\" [<FLAG> <VALUE>]...\n       evctl decide --from-git <COMMIT> [<FLAG> <VALUE>]..."
+    )]
     Decide {
         /// The decision text, then the flag stream.
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
@@ -103,18 +97,22 @@ enum Cmd {
     },
     /// Record an agent's proposal: unbound, agent-proposed, awaiting a human.
     ///
-    /// evctl propose "<decision>" [--observe …] [--assume …]… [--reject "<opt>: <why>"]…
-    ///               [--jurisdiction …] [--source-ref <key>] [--blame <agent>] [--json]
-    /// evctl propose --from-git <commit> …   (the decision text from that commit's message)
+    /// The same left-to-right stream as decide, but a proposal carries no check and no
+    /// authority: the flags that would bind a test or set an authority are refused anywhere in
+    /// the stream. A human raises the proposal to user-ruled with
+    /// `evctl ratify <id> --blame <who>`; a check binds later with `evctl guard`.
     ///
-    /// The same left-to-right stream as decide, but a proposal carries no check and no authority:
-    /// --assume-test, --counter-test, --on-platform, --triggered-by, --surface,
-    /// --verified-at-sha, --revisit and --authority are refused anywhere. A human raises it to
-    /// user-ruled with `evctl ratify <id> --blame <who>`; a check binds later with `evctl guard`.
     /// Blame defaults to $EV_AGENT_ID, else `agent` (never your git identity). With --source-ref,
     /// proposing the same key again is a no-op that reports the existing proposal; --json prints
     /// the id envelope to cite at ratify.
-    #[command(verbatim_doc_comment)]
+    ///
+    /// Example:
+    ///   EV_AGENT_ID=planner-bot evctl propose "shard the queue" --assume "load doubled" \
+    ///       --source-ref R42
+    #[command(
+        verbatim_doc_comment,
+        override_usage = "evctl propose \"<DECISION>\" [<FLAG> <VALUE>]...\n       evctl propose --from-git <COMMIT> [<FLAG> <VALUE>]..."
+    )]
     Propose {
         /// The decision text, then the flag stream.
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
@@ -142,14 +140,19 @@ enum Cmd {
     Guard(verbs::GuardArgs),
     /// Replace a prior ruling: re-tag it, or overturn it with a new one.
     ///
-    /// evctl supersede <id> [--authority …] [--jurisdiction …] [--provenance …] [--blame …]
-    ///     re-tag: copy the decision verbatim and fix a standing tag
-    /// evctl supersede <id> "<new ruling>" --assume "<why the old one no longer holds>" [decide stream…]
-    ///     overturn: a fresh ruling with its own grounds
+    /// Re-tag (no new ruling): copy the decision verbatim and fix a standing tag; only
+    /// --authority, --jurisdiction, --provenance and --blame are read, as flat pairs.
+    ///
+    /// Overturn (a new ruling after the id): a fresh ruling with its own grounds, read as decide
+    /// reads its stream; it needs at least one --assume saying why the old ruling no longer
+    /// holds.
     ///
     /// Either way the child carries `supersedes <id>`; the old tick stays as history and leaves
     /// list, brief, pending and check.
-    #[command(verbatim_doc_comment)]
+    #[command(
+        verbatim_doc_comment,
+        override_usage = "evctl supersede <ID> [--authority|--jurisdiction|--provenance|--blame <VALUE>]...\n       evctl supersede <ID> \"<NEW RULING>\" --assume <WHY> [<FLAG> <VALUE>]..."
+    )]
     Supersede {
         /// The id, then an optional new ruling, then the flag stream.
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
@@ -244,6 +247,30 @@ enum Cmd {
         /// The 12-hex tick id.
         id: String,
     },
+    /// Print a shell completion script for every verb and flag, decide's stream included.
+    ///
+    /// Load it for this shell, or install it where your shell looks:
+    ///   source <(evctl completions bash)
+    ///   evctl completions bash > ~/.local/share/bash-completion/completions/evctl
+    ///   evctl completions zsh > ~/.zfunc/_evctl     # with ~/.zfunc on $fpath, before compinit
+    ///   evctl completions fish > ~/.config/fish/completions/evctl.fish
+    #[command(verbatim_doc_comment)]
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Print the evctl(1) man page, or write one page per verb with --dir.
+    ///
+    ///   evctl man | man -l -
+    ///   evctl man --dir ~/.local/share/man/man1 && man evctl-decide
+    #[command(verbatim_doc_comment)]
+    Man {
+        /// Write evctl.1 and one evctl-<verb>.1 per verb into DIR (created if missing) instead,
+        /// printing each path written.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -274,12 +301,34 @@ fn main() -> ExitCode {
 
 /// A subcommand's long help, for the verbs that read their own stream.
 pub fn long_help(verb: &str) -> String {
-    let mut cmd = Cli::command();
+    let mut cmd = command();
     // Built first, so the usage line names the program: `Usage: evctl decide …`.
     cmd.build();
     cmd.find_subcommand_mut(verb)
         .map(|c| c.render_long_help().to_string())
         .unwrap_or_default()
+}
+
+/// A subcommand's usage lines (`Usage: evctl supersede …`), for the usage errors of the verbs
+/// that read their own stream.
+pub fn usage_of(verb: &str) -> String {
+    let mut cmd = command();
+    cmd.build();
+    cmd.find_subcommand_mut(verb)
+        .map(|c| c.render_usage().to_string())
+        .unwrap_or_default()
+}
+
+/// evctl's whole grammar: the clap definitions plus the stream flags decide, propose and
+/// supersede read by hand, so help, man pages and completions show those too.
+fn command() -> Command {
+    generate::with_stream_flags(Cli::command())
+}
+
+/// Parse `argv` with [`command`], exiting with clap's message on a usage error.
+fn parse(argv: Vec<OsString>) -> Cli {
+    let matches = command().get_matches_from(argv);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// The decide-family verbs read their own stream; everything else goes through clap.
@@ -296,7 +345,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Some("supersede") => return verbs::supersede(rest, g).await,
         _ => {}
     }
-    let cli = Cli::parse_from(argv);
+    let cli = parse(argv);
     let g = Globals {
         color: cli.color.map(|c| match c {
             ColorWhen::Auto => "auto".into(),
@@ -333,11 +382,13 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Why { selector } => verbs::why(&mut s, selector).await,
         Cmd::Reopen { id } => verbs::reopen(&mut s, &g, id).await,
         Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
+        Cmd::Completions { shell } => generate::completions(command(), shell),
+        Cmd::Man { dir } => generate::man(command(), dir, g.json),
     }
 }
 
 /// Let clap report a usage error in its own words (exit 2).
 fn clap_only(argv: Vec<OsString>) -> ! {
-    Cli::parse_from(argv);
+    parse(argv);
     std::process::exit(2)
 }

@@ -212,7 +212,7 @@ impl Session {
             return render::refusal(
                 &Refusal::refused(
                     "source_missing",
-                    "ev migrate needs at least one --source <kind>:<path> (or --reconcile / --bind-check)",
+                    "evctl migrate needs at least one --source <kind>:<path> (or --reconcile / --bind-check)",
                 ),
                 json,
             );

@@ -415,7 +415,7 @@ pub fn pending(r: &proto::rpc::PendingResult, style: Style, json: bool) -> Out {
     }
     if style.rich {
         out.line(style.dim(&format!(
-            "{} awaiting ratification — ev ratify <id> --blame <you>",
+            "{} awaiting ratification — evctl ratify <id> --blame <you>",
             r.proposals.len()
         )));
     }
@@ -518,9 +518,9 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
     let note = if r.ran {
         None
     } else if r.total_test_bindings > r.harvested_unproven {
-        Some("note: run `ev check --run` to re-run each bound check and prove each declared counter-test's falsifiability")
+        Some("note: run `evctl check --run` to re-run each bound check and prove each declared counter-test's falsifiability")
     } else {
-        Some("note: run `ev check --run` to re-run each bound check and record a fresh receipt")
+        Some("note: run `evctl check --run` to re-run each bound check and record a fresh receipt")
     };
     if style.rich {
         out.line(style.dim(&format!(
@@ -531,7 +531,7 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
             out.line(style.hue("attention", &h));
         }
         if r.tally.gating > 0 {
-            out.line(style.dim("tip: ev why <selector> · ev reopen <id> — resurface a red"));
+            out.line(style.dim("tip: evctl why <selector> · evctl reopen <id> — resurface a red"));
         }
         if let Some(n) = note {
             out.line(style.dim(n));
@@ -587,7 +587,7 @@ pub fn brief(r: &proto::rpc::BriefResult, style: Style, json: bool) -> Out {
         if r.elided_load_bearing > 0 {
             footer.push_str(&format!(", {} with rejected roads", r.elided_load_bearing));
         }
-        footer.push_str(" — `ev list` for all");
+        footer.push_str(" — `evctl list` for all");
         out.line(if style.rich {
             style.dim(&footer)
         } else {

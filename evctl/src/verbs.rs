@@ -238,11 +238,14 @@ pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
         Ok(v) => v,
         Err(e) => return usage(e),
     };
-    let walk = match grammar::walk(positional, &stream, &["--dry-run", "--json"]) {
+    let (dry_run, stream) = match grammar::lift_globals(&stream, true, &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    let walk = match grammar::walk(positional, &stream) {
         Ok(w) => w,
         Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
     };
-    g.json |= walk.json;
     let mut s = Session::new(&g);
     let (ctx, from_git) = walk_context(&s, &walk, true);
     let req = DecideRequest {
@@ -256,7 +259,7 @@ pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
         jurisdiction: walk.jurisdiction,
         source_ref: walk.source_ref,
         grounds: walk.grounds,
-        dry_run: walk.dry_run,
+        dry_run,
     };
     let r = s
         .write(rpc!(req, decide), || {
@@ -267,18 +270,6 @@ pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
     s.finish(r, |v| render::decide(v, json))
 }
 
-/// The tokens that make a proposal bound or authoritative: refused anywhere in the stream.
-const PROPOSE_FORBIDDEN: [&str; 8] = [
-    "--assume-test",
-    "--counter-test",
-    "--on-platform",
-    "--triggered-by",
-    "--surface",
-    "--verified-at-sha",
-    "--revisit",
-    "--authority",
-];
-
 pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
     if wants_help(tokens) {
         return help_of("propose");
@@ -287,15 +278,19 @@ pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
         Ok(v) => v,
         Err(e) => return usage(e),
     };
-    let (json, stream) = grammar::extract_bool(&stream, "--json");
-    g.json |= json;
+    let (_, stream) = match grammar::lift_globals(&stream, false, &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    // What would make a proposal bound or authoritative is refused anywhere in the stream,
+    // value positions included, as upstream does.
     if let Some(f) = stream
         .iter()
-        .find(|t| PROPOSE_FORBIDDEN.contains(&t.as_str()))
+        .find(|t| grammar::refused_by(grammar::PROPOSE).any(|f| f == t.as_str()))
     {
         return render::refusal(&verbs::propose::unbound_refusal(f), g.json);
     }
-    let walk = match grammar::walk(positional, &stream, &[]) {
+    let walk = match grammar::walk(positional, &stream) {
         Ok(w) => w,
         Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
     };
@@ -333,20 +328,22 @@ pub async fn supersede(tokens: &[String], mut g: Globals) -> Out {
         Err(e) => return usage(e),
     };
     let Some(id) = tokens.get(lead).filter(|t| !t.starts_with('-')).cloned() else {
-        return usage(
-            "the following required arguments were not provided:\n  <ID>\n\nUsage: evctl supersede <ID> [DECISION] [ARGS]...\n\nFor more information, try '--help'."
-                .into(),
-        );
+        return usage(format!(
+            "the following required arguments were not provided:\n  <ID>\n\n{}\n\nFor more information, try '--help'.",
+            crate::usage_of("supersede")
+        ));
     };
     let (ruling, stream) = match grammar::split_positional(&tokens[lead + 1..], &mut g) {
+        Ok(v) => v,
+        Err(e) => return usage(e),
+    };
+    let (_, stream) = match grammar::lift_globals(&stream, false, &mut g) {
         Ok(v) => v,
         Err(e) => return usage(e),
     };
     let mut s;
     let req = match ruling {
         None => {
-            let (json, stream) = grammar::extract_bool(&stream, "--json");
-            g.json |= json;
             let (tags, blame) = match grammar::retag_stream(&stream) {
                 Ok(v) => v,
                 Err(e) => return render::refusal(&Refusal::refused("retag_args", e), g.json),
@@ -369,11 +366,10 @@ pub async fn supersede(tokens: &[String], mut g: Globals) -> Out {
             }
         }
         Some(text) => {
-            let w = match grammar::walk(Some(text), &stream, &["--json"]) {
+            let w = match grammar::walk(Some(text), &stream) {
                 Ok(w) => w,
                 Err(e) => return render::refusal(&Refusal::refused("walk", e), g.json),
             };
-            g.json |= w.json;
             s = Session::new(&g);
             let (ctx, from_git) = walk_context(&s, &w, true);
             SupersedeRequest {

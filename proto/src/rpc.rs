@@ -84,8 +84,9 @@ pub mod codes {
     pub const INTERNAL: i32 = -32603;
 }
 
-/// The `data` of every refusal: a stable slug, the exact upstream message (what follows
-/// `error: `), and the warnings emitted before the refusal.
+/// The `data` of every refusal: a stable slug, upstream's exact message (what follows
+/// `error: `; where upstream names itself, `ev <verb>`, this names `evctl <verb>`, the program
+/// the user runs), and the warnings emitted before the refusal.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RefusalData {
     pub reason: String,
@@ -160,7 +161,7 @@ impl std::fmt::Display for Refusal {
 }
 
 /// The refusal text for a missing store (the inner backticks are literal).
-pub const NO_STORE_MESSAGE: &str = "no .evolving/ store here — run `ev init` first";
+pub const NO_STORE_MESSAGE: &str = "no .evolving/ store here — run `evctl init` first";
 
 // ---------------------------------------------------------------------------------------------
 // Daemon lifecycle

@@ -72,6 +72,59 @@ pub fn upstream_ev() -> PathBuf {
     );
 }
 
+/// Upstream's verbs, as it names them in its hints and refusals (`run \`ev init\` first`).
+const UPSTREAM_VERBS: [&str; 16] = [
+    "init",
+    "show",
+    "list",
+    "log",
+    "brief",
+    "verify",
+    "decide",
+    "propose",
+    "guard",
+    "check",
+    "migrate",
+    "supersede",
+    "ratify",
+    "pending",
+    "why",
+    "reopen",
+];
+
+/// `text` as evctl would say it: evctl names the program the user ran, so every `ev <verb>`
+/// in upstream's words (the word `ev` standing alone, then one of its verbs) reads
+/// `evctl <verb>`. Everything else is left byte for byte.
+pub fn as_said_by_evctl(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(at) = rest.find("ev ") {
+        let before = if at > 0 {
+            rest[..at].chars().last()
+        } else {
+            out.chars().last()
+        };
+        let standalone = before.is_none_or(|c| !(c.is_alphanumeric() || "_-./:".contains(c)));
+        let after = &rest[at + 3..];
+        let names_verb = UPSTREAM_VERBS.iter().any(|v| {
+            after.strip_prefix(v).is_some_and(|tail| {
+                tail.chars()
+                    .next()
+                    .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-'))
+            })
+        });
+        out.push_str(&rest[..at]);
+        out.push_str(if standalone && names_verb {
+            "evctl "
+        } else {
+            "ev "
+        });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A finished command: exit code and both streams as text.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -86,6 +139,15 @@ impl Run {
             code: o.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+    /// Upstream's answer with its program-name mentions as evctl makes them.
+    fn from_upstream(o: Output) -> Run {
+        let r = Run::from(o);
+        Run {
+            stdout: as_said_by_evctl(&r.stdout),
+            stderr: as_said_by_evctl(&r.stderr),
+            ..r
         }
     }
     /// Panic with both streams unless the exit code is 0.
@@ -200,7 +262,9 @@ impl World {
         Run::from(c.output().expect("run evctl"))
     }
 
-    /// Run upstream ev in `cwd`.
+    /// Run upstream ev in `cwd`. Its output comes back with every `ev <verb>` it names read as
+    /// `evctl <verb>` ([`as_said_by_evctl`]), the one difference evctl makes on purpose, so that
+    /// it compares byte for byte with evctl's.
     pub fn ev<S: AsRef<OsStr>>(&self, cwd: &Path, args: &[S]) -> Run {
         let out = self
             .command(upstream_ev())
@@ -208,17 +272,17 @@ impl World {
             .args(args)
             .output()
             .expect("run ev");
-        Run::from(out)
+        Run::from_upstream(out)
     }
 
-    /// Run upstream ev with extra environment variables.
+    /// Run upstream ev with extra environment variables (its output read as [`World::ev`]'s).
     pub fn ev_env<S: AsRef<OsStr>>(&self, cwd: &Path, env: &[(&str, &str)], args: &[S]) -> Run {
         let mut c = self.command(upstream_ev());
         c.current_dir(cwd).args(args);
         for (k, v) in env {
             c.env(k, v);
         }
-        Run::from(c.output().expect("run ev"))
+        Run::from_upstream(c.output().expect("run ev"))
     }
 
     /// The pid of this world's running evd, if one answers.
@@ -450,4 +514,42 @@ pub fn idle_websocket(sock: &Path) -> Option<std::os::unix::net::UnixStream> {
     String::from_utf8_lossy(&buf[..n])
         .starts_with("HTTP/1.1 101")
         .then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_said_by_evctl;
+
+    #[test]
+    fn only_upstreams_name_before_one_of_its_verbs_is_rewritten() {
+        for (upstream, ours) in [
+            (
+                "error: no .evolving/ store here — run `ev init` first\n",
+                "error: no .evolving/ store here — run `evctl init` first\n",
+            ),
+            (
+                "ev ratify requires a non-empty --blame",
+                "evctl ratify requires a non-empty --blame",
+            ),
+            (
+                "tip: ev why <selector> · ev reopen <id>",
+                "tip: evctl why <selector> · evctl reopen <id>",
+            ),
+            ("`ev list` for all", "`evctl list` for all"),
+        ] {
+            assert_eq!(as_said_by_evctl(upstream), ours);
+        }
+        for kept in [
+            "prev list",
+            "dev init",
+            "ev listing",
+            "ev correct 0123456789ab",
+            "ev  init",
+            "the ev-brief contract",
+            "./ev init",
+            "ev",
+        ] {
+            assert_eq!(as_said_by_evctl(kept), kept);
+        }
+    }
 }

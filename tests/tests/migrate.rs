@@ -56,7 +56,7 @@ impl Twin {
     }
 
     /// The same, except for the [REC] discrepancy remedy: upstream names `ev correct <id>`, a
-    /// command that no longer exists; we name `ev supersede <id>`.
+    /// command that no longer exists; we name `evctl supersede <id>`.
     fn same_but_remedy(&self, w: &World, args: &[&str]) -> Run {
         let (a, b) = self.run(w, args);
         assert!(
@@ -65,7 +65,7 @@ impl Twin {
             b.stderr
         );
         assert!(!a.stderr.contains("ev correct"), "{}", a.stderr);
-        let theirs = b.stderr.replace("`ev correct ", "`ev supersede ");
+        let theirs = b.stderr.replace("`ev correct ", "`evctl supersede ");
         assert_eq!(
             (a.code, &a.stdout, &a.stderr),
             (b.code, &b.stdout, &theirs),
@@ -780,7 +780,7 @@ fn re_links_and_discrepancies_are_reported_like_upstream() {
     );
     assert!(r.stderr.contains("authority stored=None incoming=Some(\"user-ruled\"); provenance stored=Some(\"imported\") incoming=Some(\"human-now\")"), "{r:?}");
     assert!(
-        r.stderr.contains("resolve with `ev supersede "),
+        r.stderr.contains("resolve with `evctl supersede "),
         "[REC] the remedy that exists"
     );
     t.same_ticks();

@@ -238,7 +238,7 @@ fn discrepancy_line(d: &Discrepancy) -> String {
         })
         .collect();
     format!(
-        "discrepancy: source {} (tick {}): {} — NOT applied (ticks are immutable; resolve with `ev supersede {}`)",
+        "discrepancy: source {} (tick {}): {} — NOT applied (ticks are immutable; resolve with `evctl supersede {}`)",
         q(&d.source_key),
         d.tick_id,
         diffs.join("; "),
@@ -791,7 +791,7 @@ mod tests {
         assert_eq!(
             r.warnings[0].message,
             format!(
-                "discrepancy: source \"R1\" (tick {id}): authority stored=None incoming=Some(\"user-ruled\") — NOT applied (ticks are immutable; resolve with `ev supersede {id}`)",
+                "discrepancy: source \"R1\" (tick {id}): authority stored=None incoming=Some(\"user-ruled\") — NOT applied (ticks are immutable; resolve with `evctl supersede {id}`)",
                 id = r.written_ids[0]
             )
         );

@@ -17,7 +17,7 @@ pub fn unbound_refusal(flag: &str) -> Refusal {
     Refusal::refused(
         "propose_unbound",
         format!(
-            "ev propose records an UNBOUND proposal — {flag} is not allowed here; a check + authority attach when a human runs `ev ratify`"
+            "evctl propose records an UNBOUND proposal — {flag} is not allowed here; a check + authority attach when a human runs `evctl ratify`"
         ),
     )
 }

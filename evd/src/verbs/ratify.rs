@@ -25,7 +25,7 @@ pub fn ratify(store: &mut Store, req: &RatifyRequest) -> Result<RatifyResult, Re
         return Err(Refusal::refused(
             "not_a_proposal",
             format!(
-                "ev ratify only ratifies an agent proposal; tick {} is {} (nothing to ratify)",
+                "evctl ratify only ratifies an agent proposal; tick {} is {} (nothing to ratify)",
                 req.id,
                 target.provenance_or_default()
             ),
@@ -35,7 +35,7 @@ pub fn ratify(store: &mut Store, req: &RatifyRequest) -> Result<RatifyResult, Re
     if blame.is_empty() {
         return Err(Refusal::refused(
             "blame_empty",
-            "ev ratify requires a non-empty --blame <human> (never auto-filled)",
+            "evctl ratify requires a non-empty --blame <human> (never auto-filled)",
         ));
     }
     let new = NewTick {

@@ -38,7 +38,7 @@ fn retag(store: &mut Store, req: &SupersedeRequest) -> Result<SupersedeResult, R
     if tags.authority.is_none() && tags.jurisdiction.is_none() && tags.provenance.is_none() {
         return Err(refuse(
             "retag_needs_tag",
-            "ev supersede (re-tag) needs at least one of --authority / --jurisdiction / --provenance — or pass a new ruling text to overturn",
+            "evctl supersede (re-tag) needs at least one of --authority / --jurisdiction / --provenance — or pass a new ruling text to overturn",
         ));
     }
     if let Some(a) = &tags.authority {
@@ -128,7 +128,7 @@ fn overturn(store: &mut Store, req: &SupersedeRequest) -> Result<SupersedeResult
     if !draft.grounds.iter().any(|g| g.supports == "chosen") {
         return Err(refuse(
             "overturn_needs_assume",
-            "ev supersede <id> <new ruling> needs at least one --assume <why the prior ruling no longer holds>",
+            "evctl supersede <id> <new ruling> needs at least one --assume <why the prior ruling no longer holds>",
         ));
     }
     let new = NewTick {
