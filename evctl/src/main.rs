@@ -231,12 +231,19 @@ enum Cmd {
         #[arg(allow_hyphen_values = true)]
         selector: String,
     },
-    /// Which current decisions guard these files (their `--triggered-by` paths cover them),
-    /// with the verdict that speaks for each; every guarded decision without paths.
+    /// Which current decisions guard these files, each with the verdict that speaks for it.
     ///
-    /// Paths are read relative to the working directory and need not exist. Exit 1 when no
-    /// decision guards them. --json gives each decision's grounds, triggers, last runs and
-    /// roads not taken.
+    /// A decision guards a file when a `--triggered-by` path of its tests covers it: the file
+    /// itself, a directory above it, or a glob (whose `*` also crosses `/`, as in git).
+    /// Without paths, every guarded decision is listed. Paths are read relative to the working
+    /// directory and need not exist. Exit 1 when no decision guards them.
+    ///
+    /// --json gives each decision's grounds, triggers, last runs and roads not taken.
+    ///
+    /// Examples:
+    ///   evctl guards db/schema.sql
+    ///   evctl guards $(git diff --name-only)
+    ///   evctl --json guards src/
     #[command(verbatim_doc_comment)]
     Guards {
         /// Files or directories (default: all guarded paths).
