@@ -4,6 +4,7 @@
 mod client;
 mod context;
 mod grammar;
+mod lsp;
 mod migrate;
 mod render;
 mod session;
@@ -244,6 +245,15 @@ enum Cmd {
         /// The 12-hex tick id.
         id: String,
     },
+    /// Serve the Language Server Protocol on stdin/stdout, for editors.
+    ///
+    /// Diagnostics on every file a current decision guards (one per decision: its verdict, who
+    /// is on the hook, how old the receipt is), updated live as evd pushes verdict changes; a
+    /// hover with the guarding decisions and their roads not taken; code lenses and actions to
+    /// check, run a decision's tests (here, in the editor's environment), verify, and record a
+    /// decision about a file. Setup for Neovim, Helix and VS Code: docs/editors.md.
+    #[command(verbatim_doc_comment)]
+    Lsp,
 }
 
 fn main() -> ExitCode {
@@ -333,6 +343,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Why { selector } => verbs::why(&mut s, selector).await,
         Cmd::Reopen { id } => verbs::reopen(&mut s, &g, id).await,
         Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
+        Cmd::Lsp => lsp::serve(&g),
     }
 }
 

@@ -88,6 +88,20 @@ impl Session {
         context::build(&self.root(walk_up), &self.cwd, needs)
     }
 
+    /// Drop the connection and forget why the daemon could not be reached, so that the next
+    /// call looks for one afresh (a long-lived client, after its daemon went away).
+    pub fn forget_daemon(&mut self) {
+        self.conn = None;
+        self.unreachable = None;
+    }
+
+    /// Answer in-process from now on, without looking for a daemon (nor starting one), until
+    /// [`Session::forget_daemon`].
+    pub fn give_up_daemon(&mut self, why: String) {
+        self.conn = None;
+        self.unreachable = Some(why);
+    }
+
     /// Why the daemon could not be reached, once [`Session::daemon`] gave up.
     pub fn unreachable_reason(&self) -> Option<&str> {
         if self.no_daemon {
