@@ -519,7 +519,10 @@ pub struct TestRun<'a> {
 impl TestRun<'_> {
     fn sh(&self, root: &Path, selector: &str, green: i32) -> Ran {
         use std::io::Write;
-        let _ = std::io::stdout().flush();
+        if !self.detached {
+            // Our output so far before the test's own (a detached caller's stdout is not ours).
+            let _ = std::io::stdout().flush();
+        }
         let mut cmd = std::process::Command::new("sh");
         cmd.arg("-c").arg(selector).current_dir(root);
         if self.detached {

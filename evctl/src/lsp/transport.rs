@@ -62,8 +62,9 @@ pub fn stdio() -> io::Result<Stdio> {
         .name("lsp-write".into())
         .spawn(move || {
             let stdout = io::stdout();
-            let mut out = stdout.lock();
             for msg in out_rx {
+                // Locked per message only: nothing else may block on stdout's lock meanwhile.
+                let mut out = stdout.lock();
                 if msg.write(&mut out).and_then(|()| out.flush()).is_err() {
                     break; // the client went away
                 }

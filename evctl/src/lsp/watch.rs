@@ -117,8 +117,13 @@ impl Watcher {
     async fn run(&mut self) {
         let mut s = self.session();
         let mut may_start = true;
+        // How long to wait before trying a running daemon again after it refused or failed us.
+        let mut backoff = POLL;
         loop {
-            let sub = if !forced_local() && (may_start || daemon_running()) {
+            let tried = !forced_local() && (may_start || daemon_running());
+            // Only the first attempt may start a daemon: one someone stopped stays stopped.
+            s.attach_only = !may_start;
+            let sub = if tried {
                 subscribe(&mut s).await
             } else {
                 Err(if forced_local() {
@@ -130,6 +135,7 @@ impl Watcher {
             may_start = false;
             let end = match sub {
                 Ok(sub) => {
+                    backoff = POLL;
                     let degraded = degraded(&mut s, &self.root).await;
                     match &degraded {
                         None => self.say(
@@ -161,7 +167,11 @@ impl Watcher {
                     if !self.refresh(&mut s).await {
                         return;
                     }
-                    self.polled(&mut s).await
+                    let wait = backoff;
+                    if tried {
+                        backoff = (backoff * 2).min(Duration::from_secs(8));
+                    }
+                    self.polled(&mut s, wait).await
                 }
             };
             match end {
@@ -237,12 +247,12 @@ impl Watcher {
         }
     }
 
-    /// Answer in-process, polling the disk, until a daemon is running again.
-    async fn polled(&mut self, s: &mut Session) -> End {
+    /// Answer in-process, polling the disk, until a daemon is running again (looked for after
+    /// `wait`, then every second).
+    async fn polled(&mut self, s: &mut Session, wait: Duration) -> End {
         let mut last = Instant::now();
         let mut stamp = fingerprint(&self.root);
-        let mut backoff = POLL;
-        let mut next_look = Instant::now() + backoff;
+        let next_look = Instant::now() + wait;
         loop {
             tokio::select! {
                 w = self.wake.recv() => {
@@ -251,12 +261,8 @@ impl Watcher {
                     }
                 }
                 () = tokio::time::sleep(POLL) => {
-                    if !forced_local() && Instant::now() >= next_look {
-                        if daemon_running() {
-                            return End::Retry;
-                        }
-                        backoff = (backoff * 2).min(Duration::from_secs(8));
-                        next_look = Instant::now() + backoff;
+                    if !forced_local() && Instant::now() >= next_look && daemon_running() {
+                        return End::Retry;
                     }
                     let now = fingerprint(&self.root);
                     if now == stamp && last.elapsed() < POLL_FULL {
