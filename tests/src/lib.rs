@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
+pub mod bench_lsp;
 pub mod lsp_client;
 pub mod store_gen;
 
