@@ -158,7 +158,13 @@ fn label_in(v: &Value, uri: &str, tick: &str) -> Option<String> {
         .find(|d| d["code"] == tick)?;
     let m = d["message"].as_str()?;
     let after = m.split(" reads ").nth(1)?;
-    Some(after.split(" — ").next()?.trim_end_matches(" (gating)").to_string())
+    Some(
+        after
+            .split(" — ")
+            .next()?
+            .trim_end_matches(" (gating)")
+            .to_string(),
+    )
 }
 
 /// Wait for the target's diagnostic to read `want` (a label prefix); the time from `from`.
@@ -237,7 +243,10 @@ fn summary(what: &str, mut v: Vec<Duration>, missed: usize) {
         let i = ((v.len() as f64 - 1.0) * p).round() as usize;
         format!("{:.1} ms", v[i.min(v.len() - 1)].as_secs_f64() * 1000.0)
     };
-    let within = v.iter().filter(|d| **d <= Duration::from_millis(300)).count();
+    let within = v
+        .iter()
+        .filter(|d| **d <= Duration::from_millis(300))
+        .count();
     println!(
         "  {what:<44} n={:<3} median {:>9}  p90 {:>9}  max {:>9}  within 300 ms: {within}/{}{}",
         v.len(),
@@ -246,7 +255,10 @@ fn summary(what: &str, mut v: Vec<Duration>, missed: usize) {
         pick(1.0),
         v.len() + missed,
         if missed > 0 {
-            format!("  ({missed} missed: no update within {} s)", LIMIT.as_secs())
+            format!(
+                "  ({missed} missed: no update within {} s)",
+                LIMIT.as_secs()
+            )
         } else {
             String::new()
         }
@@ -295,7 +307,9 @@ pub fn run(evd: &Path, evctl: &Path) -> Res<()> {
     c.initialize(&root, json!({}), json!({}))
         .ok_or("evctl lsp did not answer initialize")?;
     let first = c
-        .wait_for(Duration::from_secs(60), |v| diagnostics_for(v, &uri).is_some())
+        .wait_for(Duration::from_secs(60), |v| {
+            diagnostics_for(v, &uri).is_some()
+        })
         .ok_or("no diagnostics for the trigger file within 60 s")?;
     let shown = diagnostics_for(&first, &uri).map_or(0, Vec::len);
     println!(
@@ -307,7 +321,12 @@ pub fn run(evd: &Path, evctl: &Path) -> Res<()> {
         target.tick, target.selector, target.platform
     );
     // Make the target green at HEAD to start from.
-    append_receipt(&root, &target, &git(&root, &["rev-parse", "HEAD"])?, "green")?;
+    append_receipt(
+        &root,
+        &target,
+        &git(&root, &["rev-parse", "HEAD"])?,
+        "green",
+    )?;
     if wait_label(&mut c, &uri, &target.tick, "green", Instant::now()).is_none() {
         return Err("the target never read green after a green receipt".into());
     }
@@ -321,8 +340,11 @@ pub fn run(evd: &Path, evctl: &Path) -> Res<()> {
         std::thread::sleep(Duration::from_millis(150));
         c.drain();
         watch.drain();
-        fs::write(root.join(TRIGGER), format!("-- round {round}\ncreate table t(x int);\n"))
-            .map_err(|e| format!("write: {e}"))?;
+        fs::write(
+            root.join(TRIGGER),
+            format!("-- round {round}\ncreate table t(x int);\n"),
+        )
+        .map_err(|e| format!("write: {e}"))?;
         git(&root, &["add", TRIGGER])?;
         let from = Instant::now();
         git(&root, &["commit", "-q", "-m", &format!("round {round}")])?;
@@ -344,8 +366,16 @@ pub fn run(evd: &Path, evctl: &Path) -> Res<()> {
         pushed_receipts.extend(watch.first_after(from));
     }
     println!("  the editor's diagnostics (evctl lsp, publishDiagnostics received):");
-    summary("commit touching the trigger → stale", commits, commits_missed);
-    summary("receipt appended by another process → green", receipts, receipts_missed);
+    summary(
+        "commit touching the trigger → stale",
+        commits,
+        commits_missed,
+    );
+    summary(
+        "receipt appended by another process → green",
+        receipts,
+        receipts_missed,
+    );
     println!("  evd's own push of the first change (evctl watch, same rounds), for comparison:");
     summary("commit touching the trigger", pushed_commits, 0);
     summary("receipt appended by another process", pushed_receipts, 0);
