@@ -160,8 +160,8 @@ impl Watcher {
                     self.say(
                         MessageType::WARNING,
                         format!(
-                            "evctl lsp: evd cannot be reached ({why}): answering in-process and \
-                             polling the store every second"
+                            "evctl lsp: no verdicts pushed by evd ({why}): answering in-process \
+                             and polling the store every second"
                         ),
                     );
                     if !self.refresh(&mut s).await {
