@@ -105,6 +105,23 @@ pub async fn connect_existing(rt: &Path) -> Result<Conn, String> {
     Ok(Conn::new(client, hello))
 }
 
+/// Connect to a running daemon that speaks our protocol, never starting or replacing one (a
+/// long-lived client coming back after its daemon went away).
+pub async fn connect_running(rt: &Path) -> Result<Conn, String> {
+    let want = evd_binary()
+        .as_deref()
+        .and_then(|b| paths::build_identity(b, Some(rt)));
+    let client = connect(&paths::socket_path(rt)).await?;
+    let h = hello(&client, want.as_deref().unwrap_or("")).await?;
+    if h.protocol != PROTOCOL_VERSION {
+        return Err(format!(
+            "evd (pid {}) speaks protocol {}, evctl speaks {}",
+            h.pid, h.protocol, PROTOCOL_VERSION
+        ));
+    }
+    Ok(Conn::new(client, h))
+}
+
 /// Connect to the daemon, starting or replacing it as needed.
 pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
     let sock = paths::socket_path(rt);

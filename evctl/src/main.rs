@@ -5,6 +5,7 @@ mod client;
 mod context;
 mod generate;
 mod grammar;
+mod lsp;
 mod migrate;
 mod render;
 mod session;
@@ -278,6 +279,15 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Serve the Language Server Protocol on stdin/stdout, for editors.
+    ///
+    /// Diagnostics on every file a current decision guards (one per decision: its verdict, who
+    /// is on the hook, how old the receipt is), updated live as evd pushes verdict changes; a
+    /// hover with the guarding decisions and their roads not taken; code lenses and actions to
+    /// check, run a decision's tests (here, in the editor's environment), verify, and record a
+    /// decision about a file. Setup for Neovim, Helix and VS Code: docs/editors.md.
+    #[command(verbatim_doc_comment)]
+    Lsp,
 }
 
 fn main() -> ExitCode {
@@ -391,6 +401,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
         Cmd::Completions { shell } => generate::completions(command(), shell),
         Cmd::Man { dir } => generate::man(command(), dir, g.json),
+        Cmd::Lsp => lsp::serve(&g),
     }
 }
 

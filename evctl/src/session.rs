@@ -31,6 +31,8 @@ pub struct Session {
     pub json: bool,
     no_daemon: bool,
     pub rt_dir: PathBuf,
+    /// Connect only to a daemon that is already running: never start or replace one.
+    pub attach_only: bool,
     conn: Option<client::Conn>,
     unreachable: Option<String>,
 }
@@ -73,6 +75,7 @@ impl Session {
             json: g.json,
             no_daemon: std::env::var("EVD_NO_DAEMON").is_ok_and(|v| !v.is_empty() && v != "0"),
             rt_dir: paths::runtime_dir(),
+            attach_only: false,
             conn: None,
             unreachable: None,
         }
@@ -86,6 +89,20 @@ impl Session {
 
     pub fn context(&self, walk_up: bool, needs: context::Needs) -> Context {
         context::build(&self.root(walk_up), &self.cwd, needs)
+    }
+
+    /// Drop the connection and forget why the daemon could not be reached, so that the next
+    /// call looks for one afresh (a long-lived client, after its daemon went away).
+    pub fn forget_daemon(&mut self) {
+        self.conn = None;
+        self.unreachable = None;
+    }
+
+    /// Answer in-process from now on, without looking for a daemon (nor starting one), until
+    /// [`Session::forget_daemon`].
+    pub fn give_up_daemon(&mut self, why: String) {
+        self.conn = None;
+        self.unreachable = Some(why);
     }
 
     /// Why the daemon could not be reached, once [`Session::daemon`] gave up.
@@ -107,7 +124,12 @@ impl Session {
             self.conn = None;
         }
         if self.conn.is_none() {
-            match client::connect_or_start(&self.rt_dir).await {
+            let conn = if self.attach_only {
+                client::connect_running(&self.rt_dir).await
+            } else {
+                client::connect_or_start(&self.rt_dir).await
+            };
+            match conn {
                 Ok(c) => self.conn = Some(c),
                 Err(e) => {
                     // A runtime directory (or a file in it) that is not safe to use is worth

@@ -1,6 +1,7 @@
 //! One handler per verb: resolve what the caller knows, ask the session (daemon or in-process),
 //! render the answer.
 
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use evd::{paths, verbs};
@@ -495,34 +496,103 @@ enum Ran {
     CouldNot(String),
 }
 
-fn sh(root: &Path, selector: &str, green: i32) -> Ran {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    match std::process::Command::new("sh")
-        .arg("-c")
-        .arg(selector)
-        .current_dir(root)
-        .status()
-    {
-        Err(e) => Ran::CouldNot(format!("cannot run {}: {e}", proto::json::q(selector))),
-        Ok(st) => match st.code() {
-            Some(c @ (126 | 127)) => Ran::CouldNot(format!(
-                "{} could not be executed (exit {c})",
-                proto::json::q(selector)
+/// How `check --run` runs the bound tests: always in the caller's process and environment (never
+/// in evd). `evctl check --run` runs every planned binding declaring the platform, with the
+/// terminal's stdin and stdout; the language server runs one decision's, off its protocol streams
+/// and with a time limit.
+pub struct TestRun<'a> {
+    /// The platform the receipts speak for: only bindings declaring it run.
+    pub platform: &'a str,
+    /// Only this tick's bindings (`None`: every planned one).
+    pub tick: Option<&'a str>,
+    /// Keep the tests off this process's stdin and stdout (stdin closed, their stdout sent to
+    /// our stderr): the language server's stdio is its protocol.
+    pub detached: bool,
+    /// Stop a test (and everything it started) that runs longer than this.
+    pub limit: Option<std::time::Duration>,
+}
+
+impl TestRun<'_> {
+    fn sh(&self, root: &Path, selector: &str, green: i32) -> Ran {
+        use std::io::Write;
+        if !self.detached {
+            // Our output so far before the test's own (a detached caller's stdout is not ours).
+            let _ = std::io::stdout().flush();
+        }
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c").arg(selector).current_dir(root);
+        if self.detached {
+            cmd.stdin(std::process::Stdio::null());
+            match std::io::stderr().as_fd().try_clone_to_owned() {
+                Ok(fd) => cmd.stdout(std::process::Stdio::from(fd)),
+                Err(_) => cmd.stdout(std::process::Stdio::null()),
+            };
+        }
+        let status = match self.limit {
+            None => cmd.status(),
+            Some(limit) => run_limited(&mut cmd, limit),
+        };
+        match status {
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Ran::CouldNot(format!(
+                "{} ran longer than {} s and was stopped",
+                proto::json::q(selector),
+                self.limit.map_or(0, |l| l.as_secs())
             )),
-            Some(c) => Ran::Result(c == green),
-            None => Ran::Result(false),
-        },
+            Err(e) => Ran::CouldNot(format!("cannot run {}: {e}", proto::json::q(selector))),
+            Ok(st) => match st.code() {
+                Some(c @ (126 | 127)) => Ran::CouldNot(format!(
+                    "{} could not be executed (exit {c})",
+                    proto::json::q(selector)
+                )),
+                Some(c) => Ran::Result(c == green),
+                None => Ran::Result(false),
+            },
+        }
     }
 }
 
-/// `check --run`: execute, in this process and environment, every planned binding declaring
-/// `platform`, and hand each receipt to evd. Failures are warnings; they never change the exit.
-async fn run_tests(
+/// Run `cmd` in a process group of its own, killing the whole group when it outlives `limit`
+/// (a test's `sh -c` may have started others). Overrunning is an `ErrorKind::TimedOut` error.
+fn run_limited(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    let mut child = cmd.spawn()?;
+    let deadline = std::time::Instant::now() + limit;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+        if std::time::Instant::now() >= deadline {
+            // The group's id is the child's pid (process_group(0)).
+            if let Ok(pgid) = i32::try_from(child.id()) {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the test ran past its limit",
+            ));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `check --run`: execute, in this process and environment, the planned bindings `how` selects,
+/// and hand each receipt to evd. Failures are reported through `warn`; they never fail the call.
+/// Returns how many bindings ran.
+pub async fn run_tests(
     s: &mut Session,
     ctx: &proto::rpc::Context,
-    platform: &str,
-) -> Result<(), Refusal> {
+    how: &TestRun<'_>,
+    warn: &mut dyn FnMut(&str),
+) -> Result<usize, Refusal> {
     use proto::rpc::{AppendReceiptsRequest, NewReceipt};
     let req = StoreRequest {
         context: ctx.clone(),
@@ -533,29 +603,32 @@ async fn run_tests(
         })
         .await?;
     let root = PathBuf::from(&ctx.store);
+    let mut ran = 0;
     for p in plan
         .runs
         .iter()
-        .filter(|p| p.platforms.iter().any(|x| x == platform))
+        .filter(|p| how.tick.is_none_or(|t| p.tick_id == t))
+        .filter(|p| p.platforms.iter().any(|x| x == how.platform))
     {
         let qref = proto::json::q(&p.reference);
         let Some(commit) = context::git(&root, &["rev-parse", "HEAD"]) else {
-            warn_now(&format!("warning: run failed for {qref}: cannot resolve verified_at_sha (not a git repo?) — pass --verified-at-sha"));
+            warn(&format!("warning: run failed for {qref}: cannot resolve verified_at_sha (not a git repo?) — pass --verified-at-sha"));
             continue;
         };
-        let green = match sh(&root, &p.reference, plan.green_exit_code) {
+        let green = match how.sh(&root, &p.reference, plan.green_exit_code) {
             Ran::Result(g) => g,
             Ran::CouldNot(e) => {
-                warn_now(&format!("warning: run failed for {qref}: {e}"));
+                warn(&format!("warning: run failed for {qref}: {e}"));
                 continue;
             }
         };
+        ran += 1;
         let falsifiable = match &p.counter_test {
             None => None,
-            Some(ct) => match sh(&root, ct, plan.green_exit_code) {
+            Some(ct) => match how.sh(&root, ct, plan.green_exit_code) {
                 Ran::Result(cg) => Some(green != cg),
                 Ran::CouldNot(e) => {
-                    warn_now(&format!(
+                    warn(&format!(
                         "warning: counter-test {} could not run ({e}) — recording unproven",
                         proto::json::q(ct)
                     ));
@@ -567,7 +640,7 @@ async fn run_tests(
             context: ctx.clone(),
             receipts: vec![NewReceipt {
                 test: p.reference.clone(),
-                platform: platform.to_string(),
+                platform: how.platform.to_string(),
                 commit,
                 result: if green { "green" } else { "red" }.into(),
                 falsifiable,
@@ -579,14 +652,14 @@ async fn run_tests(
             })
             .await
         {
-            Ok(r) => r.warnings.iter().for_each(|w| warn_now(&w.message)),
-            Err(e) => warn_now(&format!(
+            Ok(r) => r.warnings.iter().for_each(|w| warn(&w.message)),
+            Err(e) => warn(&format!(
                 "warning: could not write receipt for {qref}: {}",
                 e.message
             )),
         }
     }
-    Ok(())
+    Ok(ran)
 }
 
 /// The context a verdict read needs: the git fact the store's staleness policy reads (HEAD for
@@ -644,7 +717,13 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
     let style = Style::detect(g.color.as_deref(), g.plain);
     let ctx = verdict_context(s, a.offline);
     if a.run {
-        if let Err(e) = run_tests(s, &ctx, &a.platform).await {
+        let how = TestRun {
+            platform: &a.platform,
+            tick: None,
+            detached: false,
+            limit: None,
+        };
+        if let Err(e) = run_tests(s, &ctx, &how, &mut warn_now).await {
             return render::refusal(&e, s.json);
         }
     }
@@ -668,11 +747,23 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
             proto::rpc::RowForm::PlainFile
         },
     };
+    let r = check_answer(s, &ctx, req).await;
+    let json = s.json;
+    s.finish(r, |v| render::check(v, style, json, a.exit_on_red))
+}
+
+/// `ev.check`, from evd or in-process, with plain rows left in an answer file read back (or
+/// asked for inline when that file cannot be read).
+pub async fn check_answer(
+    s: &mut Session,
+    ctx: &proto::rpc::Context,
+    req: proto::rpc::CheckRequest,
+) -> Result<proto::rpc::CheckResult, Refusal> {
     // check writes only per-host caches (state files, events): in-process it needs no ledger
     // lock, and it may be answered again if a daemon's answer was lost.
     let mut r = s
         .read(rpc!(req, check), || {
-            local_read(&ctx, |st| verbs::check(st, &req))
+            local_read(ctx, |st| verbs::check(st, &req))
         })
         .await;
     if let Ok(v) = &mut r {
@@ -688,15 +779,14 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
                     };
                     r = s
                         .read(rpc!(req, check), || {
-                            local_read(&ctx, |st| verbs::check(st, &req))
+                            local_read(ctx, |st| verbs::check(st, &req))
                         })
                         .await;
                 }
             }
         }
     }
-    let json = s.json;
-    s.finish(r, |v| render::check(v, style, json, a.exit_on_red))
+    r
 }
 
 /// An answer file evd wrote for us: only one in our own runtime directory's `answers/`, read

@@ -628,14 +628,30 @@ impl Store {
         Ok(self.files.get(name).map(|c| c.entry.clone()))
     }
 
-    /// Take the trigger answers known for `head` (empty when HEAD moved). An answer depends only
-    /// on the commits between a receipt's commit and HEAD, so it holds until HEAD moves; outside
-    /// git (`None`) nothing is remembered. Hand them back with [`Store::keep_trigger_memo`].
+    /// Take the trigger answers known for `head`. An answer depends only on the commits between
+    /// a receipt's commit and HEAD, so it holds until HEAD moves; when HEAD moved by a few plain
+    /// commits, the answers are carried over ([`crate::verdict_inputs::carry_triggers`]), else
+    /// none are kept. Outside git (`None`) nothing is remembered. Hand them back with
+    /// [`Store::keep_trigger_memo`].
     pub fn take_trigger_memo(&mut self, head: Option<&str>) -> TriggerAnswers {
-        if head.is_some() && self.triggers.0.as_deref() == head {
-            std::mem::take(&mut self.triggers.1)
-        } else {
-            TriggerAnswers::new()
+        let Some(head) = head else {
+            return TriggerAnswers::new();
+        };
+        match std::mem::take(&mut self.triggers) {
+            (Some(old), memo) if old == head => memo,
+            (Some(old), memo) if !memo.is_empty() => {
+                let had = memo.len();
+                let carried = crate::verdict_inputs::carry_triggers(self.root(), &old, head, memo);
+                tracing::debug!(
+                    from = %old,
+                    to = %head,
+                    receipt_commits = had,
+                    carried = carried.as_ref().map(|m| m.len()),
+                    "HEAD moved: trigger answers carried over"
+                );
+                carried.unwrap_or_default()
+            }
+            _ => TriggerAnswers::new(),
         }
     }
 

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
 
+pub mod bench_lsp;
 pub mod console;
+pub mod lsp_client;
 pub mod store_gen;
 
 /// The directory the test binaries were built into (target/<profile>).

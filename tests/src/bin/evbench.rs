@@ -11,7 +11,9 @@
 //! last). `evbench pressure` runs only the pressure section: evd's threads, inotify instances and
 //! memory with 1, 40 and 300 stores, after 5,000 requests from directories without a store, the
 //! latency of `evctl list` among 2,000 idle connections, and a degraded (`EVD_NO_WATCH`) warm
-//! check against a watched one at 10,000 ticks.
+//! check against a watched one at 10,000 ticks. `evbench lsp` runs only the language server
+//! section: how long `evctl lsp` takes to update a file's diagnostics after a commit touching a
+//! trigger or a receipt appended by another process, at 10,000 ticks (`evd_e2e::bench_lsp`).
 //!
 //! It uses the `evd` and `evctl` that sit next to its own executable (target/release/), a private
 //! runtime directory (its own daemon, never the user's), and stores made by the repository's own
@@ -1820,6 +1822,11 @@ fn run(report: &mut Report) -> Res<()> {
         fs_type(w.xdg.path()).unwrap_or_else(|| "?".into())
     );
 
+    // `evbench lsp`: only the language server's update latency (its own daemon and store).
+    if std::env::args().skip(1).any(|a| a == "lsp") {
+        return evd_e2e::bench_lsp::run(&w.bins.evd, &w.bins.evctl);
+    }
+
     // `evbench migrate`: only the migrate section (no generated stores, no read benches).
     if std::env::args().skip(1).any(|a| a == "migrate") {
         let mut daemon = w.start_daemon()?;
@@ -1986,6 +1993,7 @@ fn run(report: &mut Report) -> Res<()> {
 
     // Its own daemons, one at a time: after the shared one has gone.
     bench_pressure(&w, Some(&big), report)?;
+    evd_e2e::bench_lsp::run(&w.bins.evd, &w.bins.evctl)?;
 
     println!(
         "\nsummary ({} total; load average now {}):",
