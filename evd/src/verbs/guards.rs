@@ -9,7 +9,7 @@ use proto::model::Check;
 use proto::pathspec;
 use proto::rpc::{
     CheckRequest, GuardedDecision, GuardedGround, GuardsRequest, GuardsResult, LastRun, Refusal,
-    StalenessRef,
+    StalenessRef, GATING_ROWS,
 };
 
 use crate::store::Store;
@@ -37,8 +37,15 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             ..CheckRequest::default()
         },
     )?;
-    let mut decisions = Vec::new();
-    for part in &e.eval.parts {
+    // First the decisions that match, and (under a limit) how much each asks for attention;
+    // only the ones answered are then dressed with grounds, receipts and roads not taken.
+    struct Hit {
+        part: usize,
+        matched: Vec<String>,
+        severity: u8,
+    }
+    let mut hits = Vec::new();
+    for (at, part) in e.eval.parts.iter().enumerate() {
         let tick = &part.tick;
         // Which paths it guards first: most decisions of a large store guard none of a
         // commit's few files, and are passed over without reading their receipts.
@@ -66,6 +73,27 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
         if matched.is_empty() {
             continue;
         }
+        let severity = if req.limit.is_some() {
+            worst_severity(part, &matched, wanted.is_some())
+        } else {
+            0
+        };
+        hits.push(Hit {
+            part: at,
+            matched,
+            severity,
+        });
+    }
+    let matched_total = hits.len();
+    if let Some(limit) = req.limit {
+        // A stable sort: equals keep their file-name order.
+        hits.sort_by_key(|h| std::cmp::Reverse(h.severity));
+        hits.truncate(limit);
+    }
+    let mut decisions = Vec::with_capacity(hits.len());
+    for Hit { part, matched, .. } in hits {
+        let part = &e.eval.parts[part];
+        let tick = &part.tick;
         let rows: HashMap<usize, &proto::rpc::CheckRow> =
             part.rows.iter().map(|r| (r.ground_index, r)).collect();
         let mut grounds = Vec::new();
@@ -116,6 +144,16 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             grounds,
         });
     }
+    let gating_rows = if e.eval.gating {
+        e.eval
+            .rows()
+            .filter(|r| r.gating)
+            .take(GATING_ROWS)
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(GuardsResult {
         head: e.head,
         staleness_ref: StalenessRef {
@@ -125,6 +163,34 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
         gating: e.eval.gating,
         tally: e.eval.tally.clone(),
         decisions,
+        matched_total,
+        gating_rows,
         warnings: e.warnings,
     })
+}
+
+/// The severity of the worst test ground of `part` whose triggers cover one of `matched` (any
+/// ground with triggers when `matched` lists triggers rather than requested paths).
+fn worst_severity(part: &crate::check_memo::TickPart, matched: &[String], paths: bool) -> u8 {
+    part.rows
+        .iter()
+        .filter(|row| {
+            let Some(Some(Check::Test { liveness, .. })) = part
+                .tick
+                .grounds
+                .get(row.ground_index)
+                .map(|g| g.check.as_ref())
+            else {
+                return false;
+            };
+            !liveness.triggered_by.is_empty()
+                && (!paths
+                    || liveness
+                        .triggered_by
+                        .iter()
+                        .any(|t| matched.iter().any(|p| pathspec::covers(t, p))))
+        })
+        .map(|row| proto::rpc::severity(&row.label, row.gating))
+        .max()
+        .unwrap_or(0)
 }
