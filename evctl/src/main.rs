@@ -5,6 +5,8 @@ mod client;
 mod context;
 mod generate;
 mod grammar;
+mod hook_run;
+mod hooks;
 mod migrate;
 mod render;
 mod session;
@@ -278,6 +280,42 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Git hooks that gate commits and pushes on your decisions' checks.
+    ///
+    /// pre-commit blocks a commit exactly when `evctl check --exit-on-red` would fail, and names
+    /// every decision guarding a file you are changing ("you are changing db/schema.sql, which
+    /// decision 1f95ec0c16ce guards (green at a245bc4); its check will read stale after this
+    /// commit"). pre-push blocks a push that changes files a gating decision guards.
+    ///
+    /// The hooks go where git looks for them (`git rev-parse --git-path hooks`: core.hooksPath,
+    /// linked worktrees and submodules included). A hook already there is never overwritten: it
+    /// is moved to <hook>.evctl-chained and run first, and `uninstall` puts it back as it was. With
+    /// core.hooksPath inside the work tree (husky: .husky/_), evctl adds one line to the project's
+    /// own hook file (.husky/pre-commit) instead, and `uninstall` removes exactly that line.
+    ///
+    /// A hook never blocks because of evctl's own trouble: without evd it answers in-process;
+    /// without evctl on PATH it says so in one line and lets the commit through. Skip the gates
+    /// once with `git commit --no-verify` / `git push --no-verify`, or set EVCTL_NO_HOOKS=1.
+    ///
+    /// Examples:
+    ///   evctl hooks install            # the pre-commit gate
+    ///   evctl hooks install --all      # pre-commit and pre-push
+    ///   evctl hooks status             # which directory git uses, and whose hook is there
+    ///   evctl hooks uninstall          # remove evctl's hooks, restoring what was there
+    #[command(verbatim_doc_comment)]
+    Hooks {
+        #[command(subcommand)]
+        action: hooks::Action,
+    },
+    /// What the installed git hooks run (by hand too, e.g. before committing).
+    ///
+    /// evctl hook pre-commit
+    /// evctl hook pre-push <remote> <url>   (git's list of pushed refs on stdin)
+    ///
+    /// pre-commit reads the staged paths; pre-push reads git's list of pushed refs on stdin.
+    /// Exit 1 blocks; anything else, including evctl's own trouble, exits 0.
+    #[command(verbatim_doc_comment)]
+    Hook(hook_run::HookArgs),
 }
 
 fn main() -> ExitCode {
@@ -391,6 +429,8 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
         Cmd::Completions { shell } => generate::completions(command(), shell),
         Cmd::Man { dir } => generate::man(command(), dir, g.json),
+        Cmd::Hooks { action } => hooks::run(&s, action),
+        Cmd::Hook(a) => hook_run::run(&mut s, a).await,
     }
 }
 

@@ -613,10 +613,21 @@ pub async fn guards_of(
     s: &mut Session,
     paths: Option<Vec<String>>,
 ) -> Result<proto::rpc::GuardsResult, Refusal> {
+    guards_limited(s, paths, None).await
+}
+
+/// [`guards_of`], answering at most `limit` decisions (the most attention-asking first) and
+/// counting the rest.
+pub async fn guards_limited(
+    s: &mut Session,
+    paths: Option<Vec<String>>,
+    limit: Option<usize>,
+) -> Result<proto::rpc::GuardsResult, Refusal> {
     let ctx = verdict_context(s, false);
     let req = proto::rpc::GuardsRequest {
         context: ctx.clone(),
         paths,
+        limit,
     };
     s.read(rpc!(req, guards), || {
         local_read(&ctx, |st| verbs::guards(st, &req))
