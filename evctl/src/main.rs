@@ -10,6 +10,7 @@ mod hooks;
 mod migrate;
 mod render;
 mod session;
+mod setup;
 mod style;
 mod verbs;
 
@@ -316,6 +317,27 @@ enum Cmd {
     /// Exit 1 blocks; anything else, including evctl's own trouble, exits 0.
     #[command(verbatim_doc_comment)]
     Hook(hook_run::HookArgs),
+    /// Set up a git repository for evctl: store, agent skill, session brief, pre-commit gate.
+    ///
+    /// In TARGET (default: the working directory), which must be inside a git work tree:
+    ///   1. the store: `evctl init` with staleness_ref = "local-head" (an existing store is kept,
+    ///      its config untouched);
+    ///   2. the agent skill .claude/skills/ev/SKILL.md: how a coding agent reads the brief,
+    ///      records and proposes decisions, and binds tests;
+    ///   3. the session-start hook .claude/hooks/ev-brief-sessionstart.sh (runs `evctl brief`),
+    ///      wired in .claude/settings.json when that file does not exist yet (an existing one is
+    ///      never edited: the snippet to add is printed), and the pre-commit gate through
+    ///      `evctl hooks install`.
+    ///
+    /// Running it again changes nothing that is already in place. --dry-run prints every change
+    /// and writes nothing. It ends with what was done and what is left to do by hand.
+    ///
+    /// Examples:
+    ///   evctl setup --dry-run
+    ///   evctl setup
+    ///   evctl setup services/api
+    #[command(verbatim_doc_comment)]
+    Setup(setup::SetupArgs),
 }
 
 fn main() -> ExitCode {
@@ -431,6 +453,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Man { dir } => generate::man(command(), dir, g.json),
         Cmd::Hooks { action } => hooks::run(&s, action),
         Cmd::Hook(a) => hook_run::run(&mut s, a).await,
+        Cmd::Setup(a) => setup::run(&mut s, a).await,
     }
 }
 
