@@ -12,6 +12,7 @@ use proto::rpc::{
     StalenessRef, GATING_ROWS,
 };
 
+use crate::check_memo;
 use crate::store::Store;
 use crate::verbs::check;
 use crate::verdict;
@@ -37,18 +38,35 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             ..CheckRequest::default()
         },
     )?;
-    // First the decisions that match, and (under a limit) how much each asks for attention;
-    // only the ones answered are then dressed with grounds, receipts and roads not taken.
-    struct Hit {
-        part: usize,
-        matched: Vec<String>,
-        severity: u8,
-    }
-    let mut hits = Vec::new();
-    for (at, part) in e.eval.parts.iter().enumerate() {
+    // Which decisions match, and how much each asks for attention, through the evaluation's
+    // trigger index: a store has few distinct triggers, so each is compared with the requested
+    // paths once, and a large store's many ticks cost a byte each. Only the decisions answered
+    // are then read: grounds, receipts and roads not taken.
+    let covered: HashMap<&str, Vec<usize>> = match &wanted {
+        None => HashMap::new(),
+        Some(paths) => e
+            .eval
+            .trigger_index()
+            .triggers
+            .iter()
+            .filter_map(|(t, _)| {
+                let c: Vec<usize> = (0..paths.len())
+                    .filter(|&i| pathspec::covers(t, paths[i]))
+                    .collect();
+                (!c.is_empty()).then_some((t.as_str(), c))
+            })
+            .collect(),
+    };
+    let marks = e.eval.trigger_index().marks(e.eval.parts.len(), |t| {
+        wanted.is_none() || covered.contains_key(t)
+    });
+    let matched_total = marks.iter().filter(|&&m| m > 0).count();
+    let hits = check_memo::chosen(&marks, req.limit);
+    let mut decisions = Vec::with_capacity(hits.len());
+    for at in hits {
+        let part = &e.eval.parts[at];
         let tick = &part.tick;
-        // Which paths it guards first: most decisions of a large store guard none of a
-        // commit's few files, and are passed over without reading their receipts.
+        // The requested paths it covers, in request order; without paths, its triggers.
         let mut triggers: Vec<&str> = Vec::new();
         for g in &tick.grounds {
             if let Some(Check::Test { liveness, .. }) = &g.check {
@@ -59,41 +77,20 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
                 }
             }
         }
-        if triggers.is_empty() {
-            continue;
-        }
         let matched: Vec<String> = match &wanted {
+            Some(wanted) => {
+                let mut idx: Vec<usize> = triggers
+                    .iter()
+                    .filter_map(|t| covered.get(t))
+                    .flatten()
+                    .copied()
+                    .collect();
+                idx.sort_unstable();
+                idx.dedup();
+                idx.iter().map(|&i| wanted[i].to_string()).collect()
+            }
             None => triggers.iter().map(|t| t.to_string()).collect(),
-            Some(paths) => paths
-                .iter()
-                .filter(|p| triggers.iter().any(|t| pathspec::covers(t, p)))
-                .map(|p| p.to_string())
-                .collect(),
         };
-        if matched.is_empty() {
-            continue;
-        }
-        let severity = if req.limit.is_some() {
-            worst_severity(part, &matched, wanted.is_some())
-        } else {
-            0
-        };
-        hits.push(Hit {
-            part: at,
-            matched,
-            severity,
-        });
-    }
-    let matched_total = hits.len();
-    if let Some(limit) = req.limit {
-        // A stable sort: equals keep their file-name order.
-        hits.sort_by_key(|h| std::cmp::Reverse(h.severity));
-        hits.truncate(limit);
-    }
-    let mut decisions = Vec::with_capacity(hits.len());
-    for Hit { part, matched, .. } in hits {
-        let part = &e.eval.parts[part];
-        let tick = &part.tick;
         let rows: HashMap<usize, &proto::rpc::CheckRow> =
             part.rows.iter().map(|r| (r.ground_index, r)).collect();
         let mut grounds = Vec::new();
@@ -167,30 +164,4 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
         gating_rows,
         warnings: e.warnings,
     })
-}
-
-/// The severity of the worst test ground of `part` whose triggers cover one of `matched` (any
-/// ground with triggers when `matched` lists triggers rather than requested paths).
-fn worst_severity(part: &crate::check_memo::TickPart, matched: &[String], paths: bool) -> u8 {
-    part.rows
-        .iter()
-        .filter(|row| {
-            let Some(Some(Check::Test { liveness, .. })) = part
-                .tick
-                .grounds
-                .get(row.ground_index)
-                .map(|g| g.check.as_ref())
-            else {
-                return false;
-            };
-            !liveness.triggered_by.is_empty()
-                && (!paths
-                    || liveness
-                        .triggered_by
-                        .iter()
-                        .any(|t| matched.iter().any(|p| pathspec::covers(t, p))))
-        })
-        .map(|row| proto::rpc::severity(&row.label, row.gating))
-        .max()
-        .unwrap_or(0)
 }
