@@ -155,11 +155,11 @@ pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[St
         let rows: Vec<_> = r.gating_rows.iter().take(budget.min(3)).collect();
         for row in &rows {
             said.lines.push(format!(
-                "  {} {} {}: {}",
+                "  {} {} {} ({})",
                 row.label,
                 row.tick_id,
                 q(&row.decision),
-                q(&row.claim)
+                row.detail
             ));
         }
         budget -= rows.len();
@@ -201,11 +201,27 @@ pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[St
         said.lines.push(l);
     }
     if said.blocked {
-        said.lines.push(format!(
-            "evctl: fix them (`evctl check --run` records new runs), or skip this gate once: git commit --no-verify (or {SKIP_VAR}=1)"
-        ));
+        let behind = r
+            .gating_rows
+            .iter()
+            .any(|row| row.event_label == "stale:sha");
+        said.lines.push(fix_line(behind, "commit"));
     }
     said
+}
+
+/// The last line of a block: how to clear it, and how to skip the gate. A binding whose
+/// `verified_at_sha` is behind the staleness reference stays stale however often it runs: it
+/// takes a new ruling.
+fn fix_line(behind: bool, verb: &str) -> String {
+    let fix = if behind {
+        "`evctl check --run` records new runs; a binding verified behind the staleness reference needs a new ruling, `evctl supersede`"
+    } else {
+        "`evctl check --run` records new runs"
+    };
+    format!(
+        "evctl: fix them ({fix}), or skip this gate once: git {verb} --no-verify (or {SKIP_VAR}=1)"
+    )
 }
 
 /// What pre-push says: blocked when a decision guarding a pushed file has a gating verdict.
@@ -243,9 +259,11 @@ pub fn pre_push(r: &GuardsResult, shown: &dyn Fn(&str) -> String, pushed: &[Stri
                 plural(total - listed, "more decision", "more decisions")
             ));
         }
-        said.lines.push(format!(
-            "evctl: fix them (`evctl check --run` records new runs), or skip this gate once: git push --no-verify (or {SKIP_VAR}=1)"
-        ));
+        let behind = gating
+            .iter()
+            .filter_map(|d| speaking(d))
+            .any(|g| g.label.starts_with("stale") && g.detail.contains("verified_at_sha"));
+        said.lines.push(fix_line(behind, "push"));
         return said;
     }
     let decisions: Vec<&GuardedDecision> = r.decisions.iter().take(SHOWN).collect();
@@ -419,9 +437,25 @@ pub async fn run(s: &mut Session, a: HookArgs) -> Out {
         Ok(t) => t,
         Err(e) => return trouble(hook, &e, json),
     };
-    let changed = match hook {
-        Hook::PreCommit => staged(&top),
-        Hook::PrePush => pushed(&top, &input),
+    // The changed paths (a git child) are read while this thread resolves the git facts the
+    // verdicts need and reaches evd: a commit waits for the slowest of the three, not their sum.
+    let (changed, ctx) = {
+        let top = top.clone();
+        let reader = std::thread::Builder::new()
+            .name("evctl-changed".into())
+            .spawn(move || match hook {
+                Hook::PreCommit => staged(&top),
+                Hook::PrePush => pushed(&top, &input),
+            });
+        let ctx = crate::verbs::verdict_context(s, false);
+        let _ = s.daemon().await;
+        let changed = match reader {
+            Ok(r) => r
+                .join()
+                .unwrap_or_else(|_| Err("reading the changed paths failed".into())),
+            Err(e) => Err(format!("cannot start a thread: {e}")),
+        };
+        (changed, ctx)
     };
     let changed = match changed {
         Ok(c) => c,
@@ -445,7 +479,7 @@ pub async fn run(s: &mut Session, a: HookArgs) -> Out {
         .map(|p| format!("{p}/"))
         .unwrap_or_default();
     let shown = |p: &str| format!("{prefix}{p}");
-    let r = crate::verbs::guards_limited(s, Some(rel), Some(SHOWN)).await;
+    let r = crate::verbs::guards_in(s, ctx, Some(rel), Some(SHOWN)).await;
     let r = match r {
         Ok(r) => r,
         Err(e) => return trouble(hook, &e.message, json),
@@ -539,7 +573,7 @@ mod tests {
             claim: "few routes".into(),
             supports: "chosen".into(),
             ground_index: 0,
-            detail: String::new(),
+            detail: "ran t".into(),
             harvested: false,
             class: "attention".into(),
             gating: true,
@@ -586,16 +620,27 @@ mod tests {
             said.lines[0],
             "evctl: commit blocked: 5 check verdicts gate, so `evctl check --exit-on-red` would fail:"
         );
-        assert_eq!(said.lines[1], "  red b0 \"decision b0\": \"few routes\"");
+        assert_eq!(said.lines[1], "  red b0 \"decision b0\" (ran t)");
         assert_eq!(said.lines[4], "  … and 2 more verdicts: see `evctl check`");
         assert_eq!(
             said.lines[5],
             "evctl: you are changing schema.sql, which decision aaaaaaaaaaaa guards (not-run, never run)"
         );
-        assert!(said.lines.last().is_some_and(
-            |l| l.contains("git commit --no-verify") && l.contains("EVCTL_NO_HOOKS=1")
-        ));
+        assert_eq!(
+            said.lines.last().map(String::as_str),
+            Some("evctl: fix them (`evctl check --run` records new runs), or skip this gate once: git commit --no-verify (or EVCTL_NO_HOOKS=1)")
+        );
         assert!(said.lines.len() <= 8, "{:?}", said.lines);
+        // A binding behind the staleness reference is not cleared by running it again.
+        r.gating_rows[0].event_label = "stale:sha".into();
+        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()]);
+        assert!(
+            said.lines
+                .last()
+                .is_some_and(|l| l.contains("needs a new ruling, `evctl supersede`")),
+            "{:?}",
+            said.lines
+        );
     }
 
     #[test]

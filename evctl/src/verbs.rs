@@ -624,6 +624,16 @@ pub async fn guards_limited(
     limit: Option<usize>,
 ) -> Result<proto::rpc::GuardsResult, Refusal> {
     let ctx = verdict_context(s, false);
+    guards_in(s, ctx, paths, limit).await
+}
+
+/// [`guards_limited`] with the verdict context already built (see [`verdict_context`]).
+pub async fn guards_in(
+    s: &mut Session,
+    ctx: proto::rpc::Context,
+    paths: Option<Vec<String>>,
+    limit: Option<usize>,
+) -> Result<proto::rpc::GuardsResult, Refusal> {
     let req = proto::rpc::GuardsRequest {
         context: ctx.clone(),
         paths,

@@ -242,9 +242,9 @@ fn a_commit_is_blocked_exactly_when_check_would_fail_and_told_what_it_changes() 
     assert_eq!(r.code, 1, "{r:?}");
     let lines: Vec<&str> = r.stderr.lines().collect();
     assert!(lines[0].starts_with("evctl: commit blocked"), "{r:?}");
-    assert_eq!(
-        lines[1],
-        format!("  red {} \"keep the api small\": \"few routes\"", fx.api)
+    assert!(
+        lines[1].starts_with(&format!("  red {} \"keep the api small\" (ran ", fx.api)),
+        "{r:?}"
     );
     assert!(
         lines[2].starts_with(&format!(
