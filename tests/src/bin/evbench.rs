@@ -11,7 +11,9 @@
 //! last). `evbench pressure` runs only the pressure section: evd's threads, inotify instances and
 //! memory with 1, 40 and 300 stores, after 5,000 requests from directories without a store, the
 //! latency of `evctl list` among 2,000 idle connections, and a degraded (`EVD_NO_WATCH`) warm
-//! check against a watched one at 10,000 ticks.
+//! check against a watched one at 10,000 ticks. `evbench hooks` runs only the hooks section: what
+//! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
+//! last; see `tests/src/bench_hooks.rs`).
 //!
 //! It uses the `evd` and `evctl` that sit next to its own executable (target/release/), a private
 //! runtime directory (its own daemon, never the user's), and stores made by the repository's own
@@ -38,6 +40,9 @@ use proto::rpc::{
 };
 use tempfile::TempDir;
 use tokio::net::UnixStream;
+
+#[path = "../bench_hooks.rs"]
+mod bench_hooks;
 
 type Res<T> = Result<T, String>;
 
@@ -1833,6 +1838,10 @@ fn run(report: &mut Report) -> Res<()> {
             );
         }
         return Ok(());
+    }
+
+    if bench_hooks::selected() {
+        return bench_hooks::run(&w, report, started);
     }
 
     // `evbench pressure`: only the pressure section (its own daemons, its own stores).
