@@ -166,6 +166,38 @@ pub fn script(hook: Hook, chained: bool, evctl: Option<&str>, store: Option<&str
     s
 }
 
+/// The first single-quoted `sh` word at the start of `s` (as [`sh_quote`] writes it), unquoted.
+fn sh_unquote(s: &str) -> Option<String> {
+    let mut rest = s.strip_prefix('\'')?;
+    let mut out = String::new();
+    loop {
+        let end = rest.find('\'')?;
+        out.push_str(&rest[..end]);
+        rest = &rest[end + 1..];
+        match rest.strip_prefix("\\''") {
+            Some(more) => {
+                out.push('\'');
+                rest = more;
+            }
+            None => return Some(out),
+        }
+    }
+}
+
+/// What evctl's script `text` was written with: the evctl it falls back to, and the store it
+/// passes with `--store`.
+pub fn script_params(text: &str) -> (Option<String>, Option<String>) {
+    let evctl = text
+        .lines()
+        .find_map(|l| l.strip_prefix("    evctl="))
+        .and_then(sh_unquote);
+    let store = text
+        .lines()
+        .find_map(|l| l.split_once(" --store ").map(|(_, r)| r))
+        .and_then(sh_unquote);
+    (evctl, store)
+}
+
 /// Whether `text` is one of evctl's hook scripts.
 pub fn is_ours(text: &str) -> bool {
     text.lines()
@@ -834,7 +866,7 @@ pub struct HookState {
     pub detail: String,
 }
 
-pub fn state_of(layout: &Layout, hook: Hook, t: &Target) -> HookState {
+pub fn state_of(layout: &Layout, hook: Hook) -> HookState {
     let name = hook.name();
     let path = layout.file(hook);
     let shown = layout.show(&path);
@@ -852,11 +884,16 @@ pub fn state_of(layout: &Layout, hook: Hook, t: &Target) -> HookState {
         let aside_there = look(&aside) != Found::Missing;
         match look(&path) {
             Found::Text(text, _) if is_ours(&text) => {
-                let want = script(hook, aside_there, t.evctl.as_deref(), t.store.as_deref());
+                let (evctl, store) = script_params(&text);
+                let want = script(hook, chains(&text), evctl.as_deref(), store.as_deref());
+                let shown = match &store {
+                    Some(s) => format!("{shown}, gating the store in {s}"),
+                    None => shown,
+                };
                 if text != want {
                     (
                         "ours-outdated",
-                        format!("evctl's ({shown}), written for another evctl or store: `evctl hooks install` refreshes it"),
+                        format!("evctl's ({shown}), written by another version of evctl: `evctl hooks install` brings it up to date"),
                     )
                 } else if chains(&text) {
                     let chained = match look(&aside) {
@@ -1056,7 +1093,7 @@ pub fn run(s: &Session, action: Action) -> Out {
         Action::Status => {
             let states: Vec<HookState> = Hook::ALL
                 .iter()
-                .map(|&h| state_of(&here.layout, h, &here.target))
+                .map(|&h| state_of(&here.layout, h))
                 .collect();
             if json {
                 out.json(&serde_json::json!({
@@ -1067,7 +1104,9 @@ pub fn run(s: &Session, action: Action) -> Out {
                 }));
             } else {
                 out.line(here.layout.describe());
-                out.line(here.store_line());
+                if here.store_found {
+                    out.line(here.store_line());
+                }
                 for st in &states {
                     out.line(format!("{}: {}", st.hook.name(), st.detail));
                 }
@@ -1185,6 +1224,28 @@ mod tests {
         let pc = script(Hook::PreCommit, true, None, None);
         assert!(pc.contains("    \"${0%/*}/pre-commit.evctl-chained\" \"$@\" || exit $?\n"));
         assert!(!pc.contains("evctl_input"));
+    }
+
+    #[test]
+    fn a_script_tells_what_it_was_written_with() {
+        for (evctl, store) in [
+            (Some("/opt/it's/evctl"), Some("sub dir")),
+            (None, None),
+            (Some("/usr/bin/evctl"), None),
+        ] {
+            for hook in Hook::ALL {
+                for chained in [false, true] {
+                    let text = script(hook, chained, evctl, store);
+                    assert_eq!(
+                        script_params(&text),
+                        (evctl.map(str::to_string), store.map(str::to_string)),
+                        "{text}"
+                    );
+                }
+            }
+        }
+        assert_eq!(sh_unquote("'a'\\''b' rest"), Some("a'b".into()));
+        assert_eq!(sh_unquote("'open"), None);
     }
 
     #[test]
@@ -1308,13 +1369,13 @@ mod tests {
         // Twice is once.
         let again = plan_install(&l, Hook::PreCommit, &t);
         assert!(matches!(again[..], [Step::Keep { .. }]), "{again:?}");
-        assert_eq!(state_of(&l, Hook::PreCommit, &t).state, "ours-chaining");
+        assert_eq!(state_of(&l, Hook::PreCommit).state, "ours-chaining");
         apply(&plan_uninstall(&l, Hook::PreCommit)).expect("uninstall");
         assert_eq!(fs::read(&hook).expect("read"), b"#!/bin/sh\nexit 3\n");
         let m = fs::metadata(&hook).expect("stat");
         assert_eq!((m.ino(), m.permissions().mode() & 0o7777), (ino, 0o741));
         assert!(!chained_path(&l.dir, Hook::PreCommit).exists());
-        assert_eq!(state_of(&l, Hook::PreCommit, &t).state, "foreign");
+        assert_eq!(state_of(&l, Hook::PreCommit).state, "foreign");
     }
 
     #[test]
@@ -1381,7 +1442,7 @@ mod tests {
         fs::set_permissions(&user, fs::Permissions::from_mode(0o644)).expect("chmod");
         let t = Target::default();
         apply(&plan_install(&l, Hook::PreCommit, &t)).expect("install");
-        assert_eq!(state_of(&l, Hook::PreCommit, &t).state, "line-present");
+        assert_eq!(state_of(&l, Hook::PreCommit).state, "line-present");
         assert_eq!(
             fs::metadata(&user).expect("stat").permissions().mode() & 0o777,
             0o644
