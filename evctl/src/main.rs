@@ -5,10 +5,13 @@ mod client;
 mod context;
 mod generate;
 mod grammar;
+mod hook_run;
+mod hooks;
 mod lsp;
 mod migrate;
 mod render;
 mod session;
+mod setup;
 mod style;
 mod verbs;
 
@@ -288,6 +291,63 @@ enum Cmd {
     /// decision about a file. Setup for Neovim, Helix and VS Code: docs/editors.md.
     #[command(verbatim_doc_comment)]
     Lsp,
+    /// Git hooks that gate commits and pushes on your decisions' checks.
+    ///
+    /// pre-commit blocks a commit exactly when `evctl check --exit-on-red` would fail, and names
+    /// every decision guarding a file you are changing ("you are changing db/schema.sql, which
+    /// decision 1f95ec0c16ce guards (green at a245bc4); its check will read stale after this
+    /// commit"). pre-push blocks a push that changes files a gating decision guards.
+    ///
+    /// The hooks go where git looks for them (`git rev-parse --git-path hooks`: core.hooksPath,
+    /// linked worktrees and submodules included). A hook already there is never overwritten: it
+    /// is moved to <hook>.evctl-chained and run first, and `uninstall` puts it back as it was. With
+    /// core.hooksPath inside the work tree (husky: .husky/_), evctl adds one line to the project's
+    /// own hook file (.husky/pre-commit) instead, and `uninstall` removes exactly that line.
+    ///
+    /// A hook never blocks because of evctl's own trouble: without evd it answers in-process;
+    /// without evctl on PATH it says so in one line and lets the commit through. Skip the gates
+    /// once with `git commit --no-verify` / `git push --no-verify`, or set EVCTL_NO_HOOKS=1.
+    ///
+    /// Examples:
+    ///   evctl hooks install            # the pre-commit gate
+    ///   evctl hooks install --all      # pre-commit and pre-push
+    ///   evctl hooks status             # which directory git uses, and whose hook is there
+    ///   evctl hooks uninstall          # remove evctl's hooks, restoring what was there
+    #[command(verbatim_doc_comment)]
+    Hooks {
+        #[command(subcommand)]
+        action: hooks::Action,
+    },
+    /// What the installed git hooks run (by hand too, e.g. before committing).
+    ///
+    /// evctl hook pre-commit
+    /// evctl hook pre-push <remote> <url>   (git's list of pushed refs on stdin)
+    ///
+    /// pre-commit reads the staged paths; pre-push reads git's list of pushed refs on stdin.
+    /// Exit 1 blocks; anything else, including evctl's own trouble, exits 0.
+    #[command(verbatim_doc_comment)]
+    Hook(hook_run::HookArgs),
+    /// Set up a git repository for evctl: store, agent skill, session brief, pre-commit gate.
+    ///
+    /// In TARGET (default: the working directory), which must be inside a git work tree:
+    ///   1. the store: `evctl init` with staleness_ref = "local-head" (an existing store is kept,
+    ///      its config untouched);
+    ///   2. the agent skill .claude/skills/ev/SKILL.md: how a coding agent reads the brief,
+    ///      records and proposes decisions, and binds tests;
+    ///   3. the session-start hook .claude/hooks/ev-brief-sessionstart.sh (runs `evctl brief`),
+    ///      wired in .claude/settings.json when that file does not exist yet (an existing one is
+    ///      never edited: the snippet to add is printed), and the pre-commit gate through
+    ///      `evctl hooks install`.
+    ///
+    /// Running it again changes nothing that is already in place. --dry-run prints every change
+    /// and writes nothing. It ends with what was done and what is left to do by hand.
+    ///
+    /// Examples:
+    ///   evctl setup --dry-run
+    ///   evctl setup
+    ///   evctl setup services/api
+    #[command(verbatim_doc_comment)]
+    Setup(setup::SetupArgs),
 }
 
 fn main() -> ExitCode {
@@ -402,6 +462,9 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Completions { shell } => generate::completions(command(), shell),
         Cmd::Man { dir } => generate::man(command(), dir, g.json),
         Cmd::Lsp => lsp::serve(&g),
+        Cmd::Hooks { action } => hooks::run(&s, action),
+        Cmd::Hook(a) => hook_run::run(&mut s, a).await,
+        Cmd::Setup(a) => setup::run(&mut s, a).await,
     }
 }
 

@@ -106,17 +106,29 @@ pub fn temp_name() -> String {
 /// `dest`, and the destination directory is fsynced. A crash leaves either the old file or the
 /// new one, never a torn one.
 pub fn replace_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_atomically_mode(tmp_dir, dest, bytes, None)
+}
+
+/// [`replace_atomically`], the new file getting exactly `mode` (umask aside; `None`: 0644 under
+/// the umask) before it is renamed into place: an executable script is never seen without its
+/// executable bit, not even after a crash.
+pub fn replace_atomically_mode(
+    tmp_dir: &Path,
+    dest: &Path,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> io::Result<()> {
     let dest_dir = dest
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no parent"))?;
     let tmp = tmp_dir.join(temp_name());
-    write_new(&tmp, bytes)?;
+    write_new_mode(&tmp, bytes, mode)?;
     match fs::rename(&tmp, dest) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
             let _ = fs::remove_file(&tmp);
             let near = dest_dir.join(temp_name());
-            write_new(&near, bytes)?;
+            write_new_mode(&near, bytes, mode)?;
             if let Err(e) = fs::rename(&near, dest) {
                 let _ = fs::remove_file(&near);
                 return Err(e);
@@ -162,14 +174,18 @@ fn replace_unsynced_mode(dest: &Path, bytes: &[u8], mode: u32) -> io::Result<()>
     res
 }
 
-fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+fn write_new_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
-    let res = f.write_all(bytes).and_then(|()| f.sync_all());
+    let res = mode
+        .map_or(Ok(()), |m| f.set_permissions(fs::Permissions::from_mode(m)))
+        .and_then(|()| f.write_all(bytes))
+        .and_then(|()| f.sync_all());
     if res.is_err() {
         let _ = fs::remove_file(path);
     }
@@ -252,6 +268,20 @@ mod tests {
         replace_atomically(&tmp, &dest, b"new").expect("replace");
         assert_eq!(fs::read_to_string(&dest).expect("read"), "new");
         assert_eq!(fs::read_dir(&tmp).expect("ls").count(), 0);
+    }
+
+    #[test]
+    fn a_replacement_gets_its_mode_before_it_appears() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().expect("tempdir");
+        let dest = d.path().join("hook");
+        replace_atomically_mode(d.path(), &dest, b"#!/bin/sh\n", Some(0o775)).expect("replace");
+        let mode = fs::metadata(&dest).expect("stat").permissions().mode() & 0o7777;
+        assert_eq!(
+            mode, 0o775,
+            "exactly the mode asked for, whatever the umask"
+        );
+        assert_eq!(fs::read(&dest).expect("read"), b"#!/bin/sh\n");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! The answer is reused only while every one of those stamps is unchanged; anything we cannot
 //! reason about (a `.git` file, reftable, a nested symref, config includes, a `GIT_*`
 //! variable that can redirect git, files changed within the last moments) is simply never
-//! cached. Transport, identity, editor, pager and tracing variables are inert, and
+//! cached. Transport, identity, editor, pager and tracing variables are inert (as are the index,
+//! prefix and exec path git exports to a hook), and
 //! `GIT_CONFIG_NOSYSTEM` is part of an answer's key.
 //!
 //! What an answer depends on, in a repository whose `.git` is a real directory:
@@ -232,8 +233,13 @@ impl Dep {
 }
 
 /// `GIT_*` variables that cannot change what `rev-parse HEAD` or `@{upstream}` answers: they
-/// steer transports, identities, editors, pagers and tracing (prefixes end in `_`).
+/// steer transports, identities, editors, pagers and tracing (prefixes end in `_`), plus the
+/// three git exports to every hook it runs (the index a commit is staging, the hook's
+/// subdirectory, where git's helper programs live), so that a hook's evctl keeps the cache.
 const INERT: &[&str] = &[
+    "GIT_INDEX_FILE",
+    "GIT_PREFIX",
+    "GIT_EXEC_PATH",
     "GIT_SSL_",
     "GIT_HTTP_",
     "GIT_CURL_VERBOSE",
@@ -1275,6 +1281,17 @@ mod tests {
                 "GIT_TRACE"
             ]
         ));
+        // What git exports to a hook (`git commit` running pre-commit) keeps the cache.
+        assert!(env_allows_caching(
+            Mode::Caller,
+            [
+                "GIT_INDEX_FILE",
+                "GIT_PREFIX",
+                "GIT_EXEC_PATH",
+                "GIT_AUTHOR_DATE"
+            ]
+        ));
+        assert!(!env_allows_caching(Mode::Caller, ["GIT_INDEX_FILES"]));
         // evd's spawn clears these three; the ones that redirect git's reads still count.
         assert!(env_allows_caching(
             Mode::Repository,

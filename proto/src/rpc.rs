@@ -1448,7 +1448,16 @@ pub struct GuardsRequest {
     /// decision that has a trigger at all.
     #[serde(default)]
     pub paths: Option<Vec<String>>,
+    /// Answer at most this many decisions: the ones asking for the most attention first (the
+    /// [`GuardedGround::severity`] of their worst ground over the requested paths), then by file
+    /// name. `None` answers every one, by file name. A git hook asks for a handful: a commit
+    /// touching a much-guarded file may match thousands.
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
+
+/// How many of a store's gating verdicts [`GuardsResult::gating_rows`] carries at most.
+pub const GATING_ROWS: usize = 8;
 
 /// The newest receipt of a ground's test.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -1513,26 +1522,39 @@ pub struct GuardsResult {
     /// whether or not it guards a requested path.
     pub gating: bool,
     pub tally: Tally,
-    /// By file name.
+    /// By file name (with a request `limit`: the most attention-asking first).
     pub decisions: Vec<GuardedDecision>,
+    /// How many decisions matched before the request's `limit` was applied.
+    #[serde(default)]
+    pub matched_total: usize,
+    /// When the store gates: its first gating verdicts in check order (at most [`GATING_ROWS`];
+    /// `tally.gating` counts them all), whether or not they guard a requested path. What a
+    /// pre-commit gate names when it blocks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gating_rows: Vec<CheckRow>,
     #[serde(default)]
     pub warnings: Vec<Warning>,
 }
 
+/// How much a verdict asks for attention: a gating verdict first, then red over stale over
+/// not-run over unproven, then the informational labels, green last.
+pub fn severity(label: &str, gating: bool) -> u8 {
+    let base = match label {
+        "red" | "gray->red" => 6,
+        "silently-unbound" => 5,
+        l if l.starts_with("stale") => 4,
+        "not-run" => 3,
+        "unproven" => 2,
+        "memo" => 1,
+        _ => 0,
+    };
+    base + if gating { 10 } else { 0 }
+}
+
 impl GuardedGround {
-    /// How much this ground asks for attention: a gating verdict first, then red over stale
-    /// over not-run over unproven, then the informational labels, green last.
+    /// How much this ground asks for attention (see [`severity`]).
     pub fn severity(&self) -> u8 {
-        let base = match self.label.as_str() {
-            "red" | "gray->red" => 6,
-            "silently-unbound" => 5,
-            l if l.starts_with("stale") => 4,
-            "not-run" => 3,
-            "unproven" => 2,
-            "memo" => 1,
-            _ => 0,
-        };
-        base + if self.gating { 10 } else { 0 }
+        severity(&self.label, self.gating)
     }
 
     /// Whether one of this ground's triggers covers `path`.

@@ -9,9 +9,10 @@ use proto::model::Check;
 use proto::pathspec;
 use proto::rpc::{
     CheckRequest, GuardedDecision, GuardedGround, GuardsRequest, GuardsResult, LastRun, Refusal,
-    StalenessRef,
+    StalenessRef, GATING_ROWS,
 };
 
+use crate::check_memo;
 use crate::store::Store;
 use crate::verbs::check;
 use crate::verdict;
@@ -37,11 +38,35 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             ..CheckRequest::default()
         },
     )?;
-    let mut decisions = Vec::new();
-    for part in &e.eval.parts {
+    // Which decisions match, and how much each asks for attention, through the evaluation's
+    // trigger index: a store has few distinct triggers, so each is compared with the requested
+    // paths once, and a large store's many ticks cost a byte each. Only the decisions answered
+    // are then read: grounds, receipts and roads not taken.
+    let covered: HashMap<&str, Vec<usize>> = match &wanted {
+        None => HashMap::new(),
+        Some(paths) => e
+            .eval
+            .trigger_index()
+            .triggers
+            .iter()
+            .filter_map(|(t, _)| {
+                let c: Vec<usize> = (0..paths.len())
+                    .filter(|&i| pathspec::covers(t, paths[i]))
+                    .collect();
+                (!c.is_empty()).then_some((t.as_str(), c))
+            })
+            .collect(),
+    };
+    let marks = e.eval.trigger_index().marks(e.eval.parts.len(), |t| {
+        wanted.is_none() || covered.contains_key(t)
+    });
+    let matched_total = marks.iter().filter(|&&m| m > 0).count();
+    let hits = check_memo::chosen(&marks, req.limit);
+    let mut decisions = Vec::with_capacity(hits.len());
+    for at in hits {
+        let part = &e.eval.parts[at];
         let tick = &part.tick;
-        // Which paths it guards first: most decisions of a large store guard none of a
-        // commit's few files, and are passed over without reading their receipts.
+        // The requested paths it covers, in request order; without paths, its triggers.
         let mut triggers: Vec<&str> = Vec::new();
         for g in &tick.grounds {
             if let Some(Check::Test { liveness, .. }) = &g.check {
@@ -52,20 +77,20 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
                 }
             }
         }
-        if triggers.is_empty() {
-            continue;
-        }
         let matched: Vec<String> = match &wanted {
+            Some(wanted) => {
+                let mut idx: Vec<usize> = triggers
+                    .iter()
+                    .filter_map(|t| covered.get(t))
+                    .flatten()
+                    .copied()
+                    .collect();
+                idx.sort_unstable();
+                idx.dedup();
+                idx.iter().map(|&i| wanted[i].to_string()).collect()
+            }
             None => triggers.iter().map(|t| t.to_string()).collect(),
-            Some(paths) => paths
-                .iter()
-                .filter(|p| triggers.iter().any(|t| pathspec::covers(t, p)))
-                .map(|p| p.to_string())
-                .collect(),
         };
-        if matched.is_empty() {
-            continue;
-        }
         let rows: HashMap<usize, &proto::rpc::CheckRow> =
             part.rows.iter().map(|r| (r.ground_index, r)).collect();
         let mut grounds = Vec::new();
@@ -116,6 +141,16 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             grounds,
         });
     }
+    let gating_rows = if e.eval.gating {
+        e.eval
+            .rows()
+            .filter(|r| r.gating)
+            .take(GATING_ROWS)
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(GuardsResult {
         head: e.head,
         staleness_ref: StalenessRef {
@@ -125,6 +160,8 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
         gating: e.eval.gating,
         tally: e.eval.tally.clone(),
         decisions,
+        matched_total,
+        gating_rows,
         warnings: e.warnings,
     })
 }

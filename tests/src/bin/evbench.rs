@@ -14,6 +14,9 @@
 //! check against a watched one at 10,000 ticks. `evbench lsp` runs only the language server
 //! section: how long `evctl lsp` takes to update a file's diagnostics after a commit touching a
 //! trigger or a receipt appended by another process, at 10,000 ticks (`evd_e2e::bench_lsp`).
+//! `evbench hooks` runs only the hooks section: what
+//! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
+//! last; see `tests/src/bench_hooks.rs`).
 //!
 //! It uses the `evd` and `evctl` that sit next to its own executable (target/release/), a private
 //! runtime directory (its own daemon, never the user's), and stores made by the repository's own
@@ -40,6 +43,9 @@ use proto::rpc::{
 };
 use tempfile::TempDir;
 use tokio::net::UnixStream;
+
+#[path = "../bench_hooks.rs"]
+mod bench_hooks;
 
 type Res<T> = Result<T, String>;
 
@@ -1840,6 +1846,10 @@ fn run(report: &mut Report) -> Res<()> {
             );
         }
         return Ok(());
+    }
+
+    if bench_hooks::selected() {
+        return bench_hooks::run(&w, report, started);
     }
 
     // `evbench pressure`: only the pressure section (its own daemons, its own stores).

@@ -1,0 +1,738 @@
+//! `evctl hook pre-commit | pre-push`: what the installed git hooks run.
+//!
+//! pre-commit: the staged paths (`git diff --cached`), the decisions guarding them (`ev.guards`,
+//! with check's own verdicts), and the store-wide gating flag: the commit is blocked exactly when
+//! `evctl check --exit-on-red` would fail, and every decision guarding a staged file is named so
+//! the author knows its check will read stale once the commit lands.
+//!
+//! pre-push: the files the pushed commits change (from git's list of refs on stdin), blocked
+//! when a decision guarding one of them has a gating verdict.
+//!
+//! A hook never blocks because of evctl's own trouble: no store, git failing, a refusal, evd
+//! unreachable (the same engine answers in-process) — each ends in exit 0, saying so in one line
+//! at most. Output is a few lines on stderr (git shows a hook's stderr), then a count and the
+//! command that shows the rest.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use proto::json::q;
+use proto::rpc::{GuardedDecision, GuardedGround, GuardsResult};
+use serde::Serialize;
+
+use crate::hooks::{Hook, SKIP_VAR};
+use crate::render::Out;
+use crate::session::Session;
+
+/// At most this many decisions are named; the rest are counted.
+pub const SHOWN: usize = 4;
+
+/// `evctl hook …`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct HookArgs {
+    /// Which hook is running.
+    #[arg(value_enum)]
+    pub which: Which,
+    /// What git passes the hook (pre-push: the remote's name and its URL).
+    #[arg(allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<String>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    PreCommit,
+    PrePush,
+}
+
+impl Which {
+    fn hook(self) -> Hook {
+        match self {
+            Which::PreCommit => Hook::PreCommit,
+            Which::PrePush => Hook::PrePush,
+        }
+    }
+}
+
+/// What a hook says, and whether it blocks.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Said {
+    pub blocked: bool,
+    pub lines: Vec<String>,
+}
+
+/// Whether the user asked every evctl hook to step aside.
+pub fn skip_requested() -> bool {
+    std::env::var(SKIP_VAR).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure: what to say
+
+/// The first `n` characters of a commit id.
+fn short(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
+}
+
+/// `a`, `a and b`, `a and 3 other files`.
+fn files_phrase(paths: &[String]) -> String {
+    match paths {
+        [] => "nothing".into(),
+        [a] => a.clone(),
+        [a, b] => format!("{a} and {b}"),
+        [a, rest @ ..] => format!("{a} and {} other files", rest.len()),
+    }
+}
+
+/// The ground that speaks for `d` about the paths it matched: the one asking for the most
+/// attention (the first among equals).
+fn speaking(d: &GuardedDecision) -> Option<&GuardedGround> {
+    d.matched
+        .iter()
+        .filter_map(|p| d.worst_ground(Some(p)))
+        .fold(None, |worst: Option<&GuardedGround>, g| match worst {
+            Some(w) if w.severity() >= g.severity() => Some(w),
+            _ => Some(g),
+        })
+        .or_else(|| d.worst_ground(None))
+}
+
+/// `green at a245bc4`, `stale; last ran green at a245bc4`, `not-run, never run`.
+fn verdict_phrase(g: &GuardedGround) -> String {
+    match &g.last_run {
+        Some(r) if r.result == g.label => format!("{} at {}", g.label, short(&r.commit)),
+        Some(r) => format!("{}; last ran {} at {}", g.label, r.result, short(&r.commit)),
+        None => format!("{}, never run", g.label),
+    }
+}
+
+/// How to see everything: `evctl guards <paths>` for a few paths, else a command substitution.
+fn see_all(paths: &[String], all_paths: &str) -> String {
+    if !paths.is_empty() && paths.len() <= 3 && paths.iter().all(|p| plain_word(p)) {
+        format!("evctl guards {}", paths.join(" "))
+    } else {
+        format!("evctl guards {all_paths}")
+    }
+}
+
+/// Whether `p` can be pasted into a shell as it is.
+fn plain_word(p: &str) -> bool {
+    !p.is_empty()
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,@%=".contains(&b))
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The decisions after the first `shown` of `total`, as one line.
+fn more_line(total: usize, shown: usize, what: &str, see: &str) -> Option<String> {
+    (total > shown).then(|| {
+        format!(
+            "evctl: … and {} {what}: see `{see}`",
+            plural(total - shown, "more decision", "more decisions")
+        )
+    })
+}
+
+/// What pre-commit says. `shown(p)` turns a store-relative path into the one the user sees;
+/// `staged` are the staged paths as shown.
+pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[String]) -> Said {
+    let mut said = Said {
+        blocked: r.gating,
+        lines: Vec::new(),
+    };
+    let mut budget = SHOWN;
+    if r.gating {
+        let n = r.tally.gating.max(r.gating_rows.len());
+        said.lines.push(format!(
+            "evctl: commit blocked: {} gate{}, so `evctl check --exit-on-red` would fail:",
+            plural(n, "check verdict", "check verdicts"),
+            if n == 1 { "s" } else { "" }
+        ));
+        let rows: Vec<_> = r.gating_rows.iter().take(budget.min(3)).collect();
+        for row in &rows {
+            said.lines.push(format!(
+                "  {} {} {} ({})",
+                row.label,
+                row.tick_id,
+                q(&row.decision),
+                row.detail
+            ));
+        }
+        budget -= rows.len();
+        if n > rows.len() {
+            said.lines.push(format!(
+                "  … and {}: see `evctl check`",
+                plural(n - rows.len(), "more verdict", "more verdicts")
+            ));
+        }
+    }
+    let decisions: Vec<&GuardedDecision> = r.decisions.iter().take(budget).collect();
+    for d in &decisions {
+        let paths: Vec<String> = d.matched.iter().map(|p| shown(p)).collect();
+        let (status, stale_after) = match speaking(d) {
+            Some(g) => (
+                verdict_phrase(g),
+                g.last_run.is_some() && !g.label.starts_with("stale"),
+            ),
+            None => ("no verdict".into(), false),
+        };
+        said.lines.push(format!(
+            "evctl: you are changing {}, which decision {} guards ({status}){}",
+            files_phrase(&paths),
+            d.tick_id,
+            if stale_after {
+                "; its check will read stale after this commit"
+            } else {
+                ""
+            }
+        ));
+    }
+    let total = r.matched_total.max(r.decisions.len());
+    if let Some(l) = more_line(
+        total,
+        decisions.len(),
+        "guarding what you are changing",
+        &see_all(staged, "$(git diff --cached --name-only)"),
+    ) {
+        said.lines.push(l);
+    }
+    if said.blocked {
+        let behind = r
+            .gating_rows
+            .iter()
+            .any(|row| row.event_label == "stale:sha");
+        said.lines.push(fix_line(behind, "commit"));
+    }
+    said
+}
+
+/// The last line of a block: how to clear it, and how to skip the gate. A binding whose
+/// `verified_at_sha` is behind the staleness reference stays stale however often it runs: it
+/// takes a new ruling.
+fn fix_line(behind: bool, verb: &str) -> String {
+    let fix = if behind {
+        "`evctl check --run` records new runs; a binding verified behind the staleness reference needs a new ruling, `evctl supersede`"
+    } else {
+        "`evctl check --run` records new runs"
+    };
+    format!(
+        "evctl: fix them ({fix}), or skip this gate once: git {verb} --no-verify (or {SKIP_VAR}=1)"
+    )
+}
+
+/// What pre-push says: blocked when a decision guarding a pushed file has a gating verdict.
+pub fn pre_push(r: &GuardsResult, shown: &dyn Fn(&str) -> String, pushed: &[String]) -> Said {
+    let gating: Vec<&GuardedDecision> = r
+        .decisions
+        .iter()
+        .filter(|d| speaking(d).is_some_and(|g| g.gating))
+        .collect();
+    let mut said = Said {
+        blocked: !gating.is_empty(),
+        lines: Vec::new(),
+    };
+    let see = see_all(pushed, "<the pushed files>");
+    let total = r.matched_total.max(r.decisions.len());
+    if said.blocked {
+        said.lines.push(
+            "evctl: push blocked: it changes files that decisions with gating verdicts guard:"
+                .into(),
+        );
+        for d in gating.iter().take(SHOWN) {
+            let paths: Vec<String> = d.matched.iter().map(|p| shown(p)).collect();
+            let status = speaking(d).map_or_else(|| "no verdict".into(), verdict_phrase);
+            said.lines.push(format!(
+                "  {} {} ({status}) guards {}",
+                d.tick_id,
+                q(&d.decision),
+                files_phrase(&paths)
+            ));
+        }
+        let listed = gating.len().min(SHOWN);
+        if total > listed {
+            said.lines.push(format!(
+                "  … and {} guarding the pushed files: see `{see}`",
+                plural(total - listed, "more decision", "more decisions")
+            ));
+        }
+        let behind = gating
+            .iter()
+            .filter_map(|d| speaking(d))
+            .any(|g| g.label.starts_with("stale") && g.detail.contains("verified_at_sha"));
+        said.lines.push(fix_line(behind, "push"));
+        return said;
+    }
+    let decisions: Vec<&GuardedDecision> = r.decisions.iter().take(SHOWN).collect();
+    for d in &decisions {
+        let paths: Vec<String> = d.matched.iter().map(|p| shown(p)).collect();
+        let status = speaking(d).map_or_else(|| "no verdict".into(), verdict_phrase);
+        said.lines.push(format!(
+            "evctl: this push changes {}, which decision {} guards ({status})",
+            files_phrase(&paths),
+            d.tick_id
+        ));
+    }
+    if let Some(l) = more_line(total, decisions.len(), "guarding the pushed files", &see) {
+        said.lines.push(l);
+    }
+    said
+}
+
+/// The pushed commits' ranges, from git's pre-push input: `(local sha, remote sha)` per line
+/// that pushes something (a deletion pushes nothing; a new branch has no remote sha).
+pub fn pushed_ranges(input: &str) -> Vec<(String, Option<String>)> {
+    let zero = |s: &str| !s.is_empty() && s.bytes().all(|b| b == b'0');
+    input
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let [_, local, _, remote] = f[..] else {
+                return None;
+            };
+            if zero(local) || !local.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            let remote =
+                (!zero(remote) && remote.bytes().all(|b| b.is_ascii_hexdigit())).then_some(remote);
+            Some((local.to_string(), remote.map(str::to_string)))
+        })
+        .collect()
+}
+
+/// NUL-separated paths from git's `-z` output, in order, each once.
+pub fn nul_paths(bytes: &[u8], seen: &mut HashSet<String>, out: &mut Vec<String>) {
+    for p in bytes.split(|&b| b == 0).filter(|p| !p.is_empty()) {
+        let p = String::from_utf8_lossy(p).into_owned();
+        if seen.insert(p.clone()) {
+            out.push(p);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Git
+
+/// `git <args>` in `dir`, with the hook's environment (git's own `GIT_INDEX_FILE` and the like
+/// must reach it): stdout when it succeeded.
+fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
+    let out = evd::child::output(
+        Command::new("git").current_dir(dir).args(args),
+        evd::child::git_timeout(),
+    );
+    crate::context::warn_git_timeouts();
+    let out = out.map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("`git {}` failed ({})", args.join(" "), out.status));
+    }
+    Ok(out.stdout)
+}
+
+/// The top of the work tree around `cwd`: `cwd` itself when it holds `.git` (where git runs
+/// hooks), else git's answer.
+fn work_tree_top(cwd: &Path) -> Result<PathBuf, String> {
+    if std::fs::symlink_metadata(cwd.join(".git")).is_ok() {
+        return Ok(cwd.to_path_buf());
+    }
+    let out = git_bytes(cwd, &["rev-parse", "--show-toplevel"])?;
+    let top = String::from_utf8_lossy(&out).trim().to_string();
+    if top.is_empty() {
+        return Err("not inside a git work tree".into());
+    }
+    Ok(PathBuf::from(top))
+}
+
+fn staged(top: &Path) -> Result<Vec<String>, String> {
+    let out = git_bytes(
+        top,
+        &["diff", "--cached", "--name-only", "-z", "--no-renames"],
+    )?;
+    let mut v = Vec::new();
+    nul_paths(&out, &mut HashSet::new(), &mut v);
+    Ok(v)
+}
+
+/// The files the pushed commits change (each commit's own changes, merges aside).
+fn pushed(top: &Path, input: &str) -> Result<Vec<String>, String> {
+    let mut seen = HashSet::new();
+    let mut v = Vec::new();
+    for (local, remote) in pushed_ranges(input) {
+        let log = ["log", "--format=", "--name-only", "-z", "--no-renames"];
+        let exact = remote.as_deref().map(|r| {
+            let mut a = log.to_vec();
+            a.extend([local.as_str(), "--not", r]);
+            git_bytes(top, &a)
+        });
+        let out = match exact {
+            Some(Ok(out)) => out,
+            // A new branch, or a remote tip this repository does not have: the commits no
+            // remote-tracking ref has.
+            _ => {
+                let mut a = log.to_vec();
+                a.extend([local.as_str(), "--not", "--remotes"]);
+                git_bytes(top, &a)?
+            }
+        };
+        nul_paths(&out, &mut seen, &mut v);
+    }
+    v.truncate(evd::verbs::guards::MAX_PATHS);
+    Ok(v)
+}
+
+/// git's pre-push input (nothing when stdin is a terminal: run by hand).
+fn read_stdin() -> String {
+    // SAFETY: isatty only inspects a descriptor.
+    if unsafe { libc::isatty(0) } == 1 {
+        return String::new();
+    }
+    let mut s = String::new();
+    let _ = std::io::stdin().read_to_string(&mut s);
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// The verb
+
+/// A hook that could not do its job: one line, and the commit or push goes ahead.
+fn trouble(hook: Hook, why: &str, json: bool) -> Out {
+    let first = why.lines().next().unwrap_or(why);
+    let verb = match hook {
+        Hook::PreCommit => "commit",
+        Hook::PrePush => "push",
+    };
+    let mut out = Out::default();
+    let line = format!(
+        "evctl: the {} gate could not run ({first}); the {verb} goes ahead",
+        hook.name()
+    );
+    if json {
+        out.json(&serde_json::json!({"blocked": false, "lines": [line], "trouble": first}));
+    } else {
+        out.err(line);
+    }
+    out
+}
+
+pub async fn run(s: &mut Session, a: HookArgs) -> Out {
+    let hook = a.which.hook();
+    let json = s.json;
+    if skip_requested() {
+        return Out::default();
+    }
+    // Read git's input first, whatever happens next: a hook that leaves it unread can make git
+    // report a broken pipe.
+    let input = if hook == Hook::PrePush {
+        read_stdin()
+    } else {
+        String::new()
+    };
+    let root = s.root(true);
+    if std::fs::symlink_metadata(root.join(".evolving")).is_err() {
+        return Out::default();
+    }
+    let top = match work_tree_top(&s.cwd) {
+        Ok(t) => t,
+        Err(e) => return trouble(hook, &e, json),
+    };
+    // The changed paths (a git child) are read while this thread resolves the git facts the
+    // verdicts need and reaches evd: a commit waits for the slowest of the three, not their sum.
+    let (changed, ctx) = {
+        let top = top.clone();
+        let reader = std::thread::Builder::new()
+            .name("evctl-changed".into())
+            .spawn(move || match hook {
+                Hook::PreCommit => staged(&top),
+                Hook::PrePush => pushed(&top, &input),
+            });
+        let ctx = crate::verbs::verdict_context(s, false);
+        let _ = s.daemon().await;
+        let changed = match reader {
+            Ok(r) => r
+                .join()
+                .unwrap_or_else(|_| Err("reading the changed paths failed".into())),
+            Err(e) => Err(format!("cannot start a thread: {e}")),
+        };
+        (changed, ctx)
+    };
+    let changed = match changed {
+        Ok(c) => c,
+        Err(e) => return trouble(hook, &e, json),
+    };
+    if hook == Hook::PrePush && changed.is_empty() {
+        return Out::default();
+    }
+    // git names paths from the top; the store speaks of paths from its own root.
+    let mut rel = Vec::with_capacity(changed.len());
+    for p in &changed {
+        if let Ok(r) = crate::context::store_relative(&root, &top, p) {
+            rel.push(r);
+        }
+    }
+    let prefix = root
+        .strip_prefix(&top)
+        .ok()
+        .and_then(Path::to_str)
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("{p}/"))
+        .unwrap_or_default();
+    let shown = |p: &str| format!("{prefix}{p}");
+    let r = crate::verbs::guards_in(s, ctx, Some(rel), Some(SHOWN)).await;
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return trouble(hook, &e.message, json),
+    };
+    let said = match hook {
+        Hook::PreCommit => pre_commit(&r, &shown, &changed),
+        Hook::PrePush => pre_push(&r, &shown, &changed),
+    };
+    let mut out = Out {
+        code: u8::from(said.blocked),
+        ..Out::default()
+    };
+    if json {
+        out.json(&said);
+    } else {
+        for l in &said.lines {
+            out.err(l);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::rpc::{CheckRow, LastRun, StalenessRef, Tally};
+
+    fn ground(
+        label: &str,
+        gating: bool,
+        trigger: &str,
+        run: Option<(&str, &str)>,
+    ) -> GuardedGround {
+        GuardedGround {
+            index: 0,
+            claim: "c".into(),
+            supports: "chosen".into(),
+            selector: "true".into(),
+            counter_test: Some("false".into()),
+            triggered_by: vec![trigger.into()],
+            platforms: vec!["local".into()],
+            label: label.into(),
+            class: "clear".into(),
+            gating,
+            detail: String::new(),
+            last_run: run.map(|(result, commit)| LastRun {
+                result: result.into(),
+                commit: commit.into(),
+                ran_at: "t".into(),
+                platform: "local".into(),
+            }),
+        }
+    }
+
+    fn decision(id: &str, matched: &[&str], grounds: Vec<GuardedGround>) -> GuardedDecision {
+        GuardedDecision {
+            tick_id: id.into(),
+            file: id.into(),
+            decision: format!("decision {id}"),
+            blame: "b".into(),
+            authority: None,
+            jurisdiction: None,
+            rejected: Vec::new(),
+            matched: matched.iter().map(|s| s.to_string()).collect(),
+            grounds,
+        }
+    }
+
+    fn result(gating: bool, decisions: Vec<GuardedDecision>) -> GuardsResult {
+        GuardsResult {
+            head: None,
+            staleness_ref: StalenessRef {
+                policy: "local-head".into(),
+                sha: None,
+            },
+            gating,
+            tally: Tally::default(),
+            matched_total: decisions.len(),
+            decisions,
+            gating_rows: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn row(label: &str, id: &str) -> CheckRow {
+        CheckRow {
+            label: label.into(),
+            tick_id: id.into(),
+            file: id.into(),
+            decision: format!("decision {id}"),
+            claim: "few routes".into(),
+            supports: "chosen".into(),
+            ground_index: 0,
+            detail: "ran t".into(),
+            harvested: false,
+            class: "attention".into(),
+            gating: true,
+            memo_reason: None,
+            event_label: label.into(),
+        }
+    }
+
+    const SHA: &str = "a245bc4e0000000000000000000000000000000f";
+
+    #[test]
+    fn a_green_guard_informs_in_the_promised_words() {
+        let r = result(
+            false,
+            vec![decision(
+                "1f95ec0c16ce",
+                &["schema.sql"],
+                vec![ground("green", false, "schema.sql", Some(("green", SHA)))],
+            )],
+        );
+        let said = pre_commit(&r, &|p| format!("db/{p}"), &["db/schema.sql".into()]);
+        assert!(!said.blocked);
+        assert_eq!(
+            said.lines,
+            vec!["evctl: you are changing db/schema.sql, which decision 1f95ec0c16ce guards (green at a245bc4); its check will read stale after this commit"]
+        );
+    }
+
+    #[test]
+    fn a_gating_store_blocks_naming_the_gating_verdicts_first() {
+        let mut r = result(
+            true,
+            vec![decision(
+                "aaaaaaaaaaaa",
+                &["schema.sql"],
+                vec![ground("not-run", true, "schema.sql", None)],
+            )],
+        );
+        r.tally.gating = 5;
+        r.gating_rows = (0..5).map(|i| row("red", &format!("b{i}"))).collect();
+        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()]);
+        assert!(said.blocked);
+        assert_eq!(
+            said.lines[0],
+            "evctl: commit blocked: 5 check verdicts gate, so `evctl check --exit-on-red` would fail:"
+        );
+        assert_eq!(said.lines[1], "  red b0 \"decision b0\" (ran t)");
+        assert_eq!(said.lines[4], "  … and 2 more verdicts: see `evctl check`");
+        assert_eq!(
+            said.lines[5],
+            "evctl: you are changing schema.sql, which decision aaaaaaaaaaaa guards (not-run, never run)"
+        );
+        assert_eq!(
+            said.lines.last().map(String::as_str),
+            Some("evctl: fix them (`evctl check --run` records new runs), or skip this gate once: git commit --no-verify (or EVCTL_NO_HOOKS=1)")
+        );
+        assert!(said.lines.len() <= 8, "{:?}", said.lines);
+        // A binding behind the staleness reference is not cleared by running it again.
+        r.gating_rows[0].event_label = "stale:sha".into();
+        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()]);
+        assert!(
+            said.lines
+                .last()
+                .is_some_and(|l| l.contains("needs a new ruling, `evctl supersede`")),
+            "{:?}",
+            said.lines
+        );
+    }
+
+    #[test]
+    fn many_guards_are_counted_with_the_command_to_see_them() {
+        let ds: Vec<GuardedDecision> = (0..4)
+            .map(|i| {
+                decision(
+                    &format!("d{i}"),
+                    &["a", "b", "c"],
+                    vec![ground("stale", false, "a", Some(("green", SHA)))],
+                )
+            })
+            .collect();
+        let mut r = result(false, ds);
+        r.matched_total = 10;
+        let staged: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
+        let said = pre_commit(&r, &|p| p.to_string(), &staged);
+        assert_eq!(said.lines.len(), 5);
+        assert_eq!(
+            said.lines[0],
+            "evctl: you are changing a and 2 other files, which decision d0 guards (stale; last ran green at a245bc4)"
+        );
+        assert_eq!(
+            said.lines[4],
+            "evctl: … and 6 more decisions guarding what you are changing: see `evctl guards $(git diff --cached --name-only)`"
+        );
+        let few = pre_commit(&r, &|p| p.to_string(), &staged[..2]);
+        assert!(
+            few.lines[4].ends_with("see `evctl guards a b`"),
+            "{:?}",
+            few.lines
+        );
+    }
+
+    #[test]
+    fn nothing_guarded_and_nothing_gating_says_nothing() {
+        let said = pre_commit(&result(false, vec![]), &|p| p.to_string(), &[]);
+        assert_eq!(said, Said::default());
+    }
+
+    #[test]
+    fn a_push_blocks_only_on_a_gating_guard_of_a_pushed_file() {
+        let r = result(
+            true,
+            vec![decision(
+                "cafecafecafe",
+                &["api/routes.rs"],
+                vec![ground("green", false, "api", Some(("green", SHA)))],
+            )],
+        );
+        let said = pre_push(&r, &|p| p.to_string(), &["api/routes.rs".into()]);
+        assert!(!said.blocked, "the store gates, but not on what is pushed");
+        assert_eq!(
+            said.lines,
+            vec!["evctl: this push changes api/routes.rs, which decision cafecafecafe guards (green at a245bc4)"]
+        );
+        let r = result(
+            false,
+            vec![decision(
+                "cafecafecafe",
+                &["api/routes.rs"],
+                vec![ground("red", true, "api", Some(("red", SHA)))],
+            )],
+        );
+        let said = pre_push(&r, &|p| p.to_string(), &["api/routes.rs".into()]);
+        assert!(said.blocked);
+        assert_eq!(
+            said.lines[1],
+            "  cafecafecafe \"decision cafecafecafe\" (red at a245bc4) guards api/routes.rs"
+        );
+        assert!(said.lines[2].contains("git push --no-verify"));
+    }
+
+    #[test]
+    fn pre_push_input_ranges() {
+        let z = "0000000000000000000000000000000000000000";
+        let a = "1111111111111111111111111111111111111111";
+        let b = "2222222222222222222222222222222222222222";
+        let input = format!(
+            "refs/heads/main {a} refs/heads/main {b}\nrefs/heads/new {a} refs/heads/new {z}\n(delete) {z} refs/heads/gone {b}\ngarbage\n"
+        );
+        assert_eq!(
+            pushed_ranges(&input),
+            vec![(a.to_string(), Some(b.to_string())), (a.to_string(), None)]
+        );
+    }
+
+    #[test]
+    fn nul_separated_paths_once_each() {
+        let mut seen = HashSet::new();
+        let mut v = Vec::new();
+        nul_paths(b"a\0b c\0\0a\0", &mut seen, &mut v);
+        assert_eq!(v, vec!["a", "b c"]);
+    }
+}

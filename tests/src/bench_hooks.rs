@@ -1,0 +1,298 @@
+//! `evbench hooks`: what evctl's pre-commit gate adds to a `git commit`.
+//!
+//! In one generated repository per size (1k, 10k and 100k ticks; `--no-100k` skips the last),
+//! with `evctl hooks install` done and a warm evd, the same kind of commit (one line appended to
+//! a file many decisions guard, staged first, untimed) is timed with the hook and with
+//! `--no-verify`, alternating, and the medians are compared. Before each timed commit evd is
+//! given what a user's pause between commits gives it: the evaluation for the new HEAD (an untimed
+//! `evctl hook pre-commit`). A second series commits right after the previous commit, so the hook
+//! finds evd still re-evaluating after HEAD moved.
+//!
+//! A generated store gates (it holds stale and not-run verdicts), so the installed hook would
+//! block every commit; the bench's copy of the script lets the commit through (`|| true` in place
+//! of its final `exec`), doing the same work: the same evctl run, the same request, the same
+//! message.
+//!
+//! A breakdown for the profile follows: the hook's evctl alone, the git it runs for the staged
+//! paths, and a bare evctl start.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{fmt_dur, make_fixture, stats, Fixture, Report, Res, World};
+
+/// Whether `evbench hooks` was asked for.
+pub fn selected() -> bool {
+    std::env::args().skip(1).any(|a| a == "hooks")
+}
+
+/// The file the timed commits change: one the generator's test bindings watch.
+const CHANGED: &str = "db/schema.sql";
+
+/// A `git` command in `root` with the bench's environment and the bench's evctl first on PATH
+/// (so the hook runs the release build).
+fn git(w: &World, root: &Path) -> Command {
+    let bins = w
+        .bins
+        .evctl
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let path = format!(
+        "{}:{}",
+        bins.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = w.command(Path::new("git"));
+    c.current_dir(root)
+        .env("PATH", path)
+        .env_remove("EVCTL_NO_HOOKS")
+        .stdout(Stdio::null());
+    c
+}
+
+fn git_ok(w: &World, root: &Path, args: &[&str]) -> Res<()> {
+    let out = git(w, root)
+        .args(args)
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// Time one `git commit` of a freshly staged change; with the hook unless `no_verify`.
+fn timed_commit(w: &World, root: &Path, n: usize, no_verify: bool) -> Res<Duration> {
+    use std::io::Write;
+    let file = root.join(CHANGED);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    writeln!(f, "-- bench change {n}").map_err(|e| e.to_string())?;
+    git_ok(w, root, &["add", CHANGED])?;
+    let msg = format!("bench {n}");
+    let mut args = vec!["commit", "-q", "-m", msg.as_str()];
+    if no_verify {
+        args.push("--no-verify");
+    }
+    let t = Instant::now();
+    let out = git(w, root)
+        .args(&args)
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("git commit: {e}"))?;
+    let took = t.elapsed();
+    if !out.status.success() {
+        return Err(format!(
+            "git commit failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    if !no_verify && out.stderr.is_empty() {
+        return Err("the hook said nothing: did it run?".into());
+    }
+    Ok(took)
+}
+
+/// Let evd catch up with the new HEAD, as a pause between real commits would.
+fn settle(w: &World, root: &Path) -> Res<()> {
+    w.evctl_output(root, &["hook", "pre-commit"]).map(|_| ())
+}
+
+/// Install the gate, then make the bench's copy let a gated commit through.
+fn install(w: &World, fx: &Fixture) -> Res<PathBuf> {
+    git_ok(w, &fx.root, &["config", "user.name", "Bench"])?;
+    git_ok(
+        w,
+        &fx.root,
+        &["config", "user.email", "bench@example.invalid"],
+    )?;
+    w.evctl(&fx.root, &["hooks", "install"])?;
+    let hook = fx.root.join(".git/hooks/pre-commit");
+    let text = std::fs::read_to_string(&hook).map_err(|e| format!("{}: {e}", hook.display()))?;
+    let last = "exec \"$evctl\" hook pre-commit \"$@\"\n";
+    if !text.ends_with(last) {
+        return Err(format!("unexpected hook script:\n{text}"));
+    }
+    let patched = format!(
+        "{}\"$evctl\" hook pre-commit \"$@\" || true\n",
+        &text[..text.len() - last.len()]
+    );
+    std::fs::write(&hook, patched).map_err(|e| e.to_string())?;
+    Ok(hook)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// One size: the paired series, the unsettled series, and (once) the breakdown.
+fn one(
+    w: &World,
+    fx: &Fixture,
+    report: &mut Report,
+    pairs: usize,
+    summary: &mut Vec<String>,
+) -> Res<()> {
+    println!("\n-- {} ticks ({}) --", fx.ticks, fx.label);
+    install(w, fx)?;
+    let t = Instant::now();
+    w.evctl(&fx.root, &["check"])?;
+    println!(
+        "  first `evctl check` (evd opens and evaluates the store): {}",
+        fmt_dur(t.elapsed())
+    );
+    settle(w, &fx.root)?;
+    // Warm-up: one of each, untimed.
+    let mut n = 0;
+    for no_verify in [false, true] {
+        n += 1;
+        timed_commit(w, &fx.root, n, no_verify)?;
+        settle(w, &fx.root)?;
+    }
+    let (mut with, mut without, mut diffs) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pairs {
+        // Alternate which goes first, so drift falls on both alike.
+        let order = if i % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        let mut pair = [Duration::ZERO; 2];
+        for no_verify in order {
+            n += 1;
+            let d = timed_commit(w, &fx.root, n, no_verify)?;
+            settle(w, &fx.root)?;
+            pair[usize::from(no_verify)] = d;
+        }
+        with.push(pair[0]);
+        without.push(pair[1]);
+        diffs.push(ms(pair[0]) - ms(pair[1]));
+    }
+    diffs.sort_by(f64::total_cmp);
+    let paired = diffs[diffs.len() / 2];
+    let (mw, mo) = (median(with.clone()), median(without.clone()));
+    report.add("commit", fx.label, "git commit, gate (warm)", stats(with));
+    report.add("commit", fx.label, "git commit --no-verify", stats(without));
+    // Right after a commit: evd is still re-evaluating for the HEAD that just moved.
+    let mut rushed = Vec::new();
+    for _ in 0..(pairs / 3).max(3) {
+        n += 1;
+        timed_commit(w, &fx.root, n, true)?;
+        n += 1;
+        rushed.push(timed_commit(w, &fx.root, n, false)?);
+    }
+    settle(w, &fx.root)?;
+    let mr = median(rushed.clone());
+    report.add(
+        "commit",
+        fx.label,
+        "gate, right after a commit",
+        stats(rushed),
+    );
+    let line = format!(
+        "hooks {:>4}: gate adds {:.1} ms to git commit (median {} with, {} without; median of paired differences {:.1} ms); right after a previous commit it adds {:.1} ms",
+        fx.label,
+        ms(mw) - ms(mo),
+        fmt_dur(mw),
+        fmt_dur(mo),
+        paired,
+        ms(mr) - ms(mo)
+    );
+    println!("  {line}");
+    summary.push(line);
+    Ok(())
+}
+
+/// Where the hook's time goes, at one size: its evctl alone (a staged change, evd warm), the
+/// git it runs for the staged paths, and evctl starting and exiting.
+fn breakdown(w: &World, fx: &Fixture, summary: &mut Vec<String>) -> Res<()> {
+    use std::io::Write;
+    let file = fx.root.join(CHANGED);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    writeln!(f, "-- breakdown").map_err(|e| e.to_string())?;
+    git_ok(w, &fx.root, &["add", CHANGED])?;
+    settle(w, &fx.root)?;
+    // Round-robin, so that whatever else the machine is doing falls on all three alike; git
+    // first, so that it never starts while evd is still busy after the hook's request.
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    for round in 0..22 {
+        for (which, v) in samples.iter_mut().enumerate() {
+            let t = Instant::now();
+            match which {
+                1 => w
+                    .evctl_output(&fx.root, &["hook", "pre-commit"])
+                    .map(|_| ())?,
+                0 => git(w, &fx.root)
+                    .args(["diff", "--cached", "--name-only", "-z", "--no-renames"])
+                    .stderr(Stdio::null())
+                    .status()
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())?,
+                _ => w.evctl_output(&fx.root, &["--version"]).map(|_| ())?,
+            }
+            // The first round only warms up.
+            if round > 0 {
+                v.push(t.elapsed());
+            }
+        }
+    }
+    let [diff, hook, bare] = samples.map(median);
+    let line = format!(
+        "hooks {:>4} breakdown: `evctl hook pre-commit` {} in all (a staged change, evd warm); `git diff --cached` alone {} (the hook runs it while it reaches evd); evctl starting and exiting {}",
+        fx.label,
+        fmt_dur(hook),
+        fmt_dur(diff),
+        fmt_dur(bare)
+    );
+    println!("  {line}");
+    summary.push(line);
+    git_ok(w, &fx.root, &["reset", "-q"])?;
+    Ok(())
+}
+
+/// The whole section.
+pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
+    println!("\nhooks: what the pre-commit gate adds to `git commit` (warm evd)");
+    let mut fixtures = vec![
+        make_fixture("1k", 1_000, 1)?,
+        make_fixture("10k", 10_000, 2)?,
+    ];
+    if !std::env::args().skip(1).any(|a| a == "--no-100k") {
+        fixtures.push(make_fixture("100k", 100_000, 3)?);
+    }
+    let mut daemon = w.start_daemon()?;
+    let mut summary = Vec::new();
+    for fx in &fixtures {
+        // At 100k every settle is a full re-evaluation for the new HEAD (tens of seconds).
+        let pairs = if fx.ticks >= 100_000 { 9 } else { 31 };
+        one(w, fx, report, pairs, &mut summary)?;
+        if fx.ticks == 10_000 {
+            breakdown(w, fx, &mut summary)?;
+        }
+    }
+    println!("\nshutdown: {}", daemon.shutdown());
+    println!("\nsummary ({} total):", fmt_dur(started.elapsed()));
+    report.table();
+    for l in &summary {
+        println!("{l}");
+    }
+    println!("target: under 15 ms at 10k ticks");
+    Ok(())
+}

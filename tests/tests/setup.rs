@@ -1,0 +1,331 @@
+//! `evctl setup`: a git work tree made ready in one go (store, agent skill, session brief,
+//! pre-commit gate), idempotent, honest about what it did and what is left, and writing nothing
+//! with --dry-run.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use evd_e2e::{target_dir, Repo, Run, World};
+
+fn path_with_evctl() -> String {
+    format!(
+        "{}:{}",
+        target_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn run_of(o: std::process::Output) -> Run {
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn git(w: &World, dir: &Path, args: &[&str]) -> Run {
+    run_of(
+        w.command("git")
+            .current_dir(dir)
+            .args(args)
+            .env("PATH", path_with_evctl())
+            .env_remove("EVCTL_NO_HOOKS")
+            .output()
+            .expect("git"),
+    )
+}
+
+/// Every file and directory under `dir` (the repository's objects aside): path → (mode, bytes).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("ls").flatten() {
+            let p = e.path();
+            if p.ends_with(".git/objects") {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&p).expect("stat");
+            let mode = m.permissions().mode();
+            if m.is_dir() {
+                out.insert(p.clone(), (mode, Vec::new()));
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), (mode, std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out
+}
+
+fn canon(p: &Path) -> PathBuf {
+    p.canonicalize().expect("canonicalize")
+}
+
+#[test]
+fn a_fresh_repository_is_set_up_and_a_second_run_changes_nothing() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    let top = canon(p);
+    let r = w.evctl(p, &["setup"]).ok();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("evctl setup → {}", top.display()),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("1. store (co-located)\n   ✓ evctl init + staleness_ref=local-head\n"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("2. agent skill → .claude/skills/ev/SKILL.md\n   ✓ agent skill: written\n"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("   ✓ session-start brief wired (.claude/settings.json)\n"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("   ✓ pre-commit: installed evctl's hook in .git/hooks/pre-commit\n"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("\ndone: created the store"), "{r:?}");
+    assert!(r.stdout.contains("\nstill to do by hand:\n"), "{r:?}");
+    assert!(
+        r.stdout.contains("add `.evolving/results/` to .gitignore"),
+        "results/ is not ignored here: {r:?}"
+    );
+
+    // The store, its config tuned by exactly one line.
+    let config = std::fs::read_to_string(p.join(".evolving/config")).expect("config");
+    assert_eq!(
+        config,
+        evd::config::DEFAULT_CONFIG.replace("\"live-origin\"", "\"local-head\"")
+    );
+    // The agent files.
+    let skill = std::fs::read_to_string(p.join(".claude/skills/ev/SKILL.md")).expect("skill");
+    assert!(skill.starts_with("---\nname: "), "{skill}");
+    assert!(skill.contains("evctl brief") && skill.contains("evctl propose"));
+    let hook = p.join(".claude/hooks/ev-brief-sessionstart.sh");
+    assert_eq!(
+        std::fs::metadata(&hook).expect("stat").permissions().mode() & 0o111,
+        0o111
+    );
+    let settings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(p.join(".claude/settings.json")).expect("settings"),
+    )
+    .expect("json");
+    assert_eq!(
+        settings["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+        format!(
+            "sh \"{}\"",
+            top.join(".claude/hooks/ev-brief-sessionstart.sh").display()
+        )
+    );
+    let gate = std::fs::read_to_string(p.join(".git/hooks/pre-commit")).expect("gate");
+    assert!(gate.contains("# evctl-hooks: "), "{gate}");
+
+    // The session hook: silent with nothing settled, the brief once something is.
+    let brief = |cwd: &Path| {
+        run_of(
+            w.command("sh")
+                .arg(&hook)
+                .current_dir(cwd)
+                .env("PATH", path_with_evctl())
+                .output()
+                .expect("sh"),
+        )
+    };
+    let r = brief(p);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{r:?}");
+    w.evctl(
+        p,
+        &[
+            "decide",
+            "keep sqlite",
+            "--assume",
+            "one user",
+            "--reject",
+            "postgres: too heavy for one user",
+            "--authority",
+            "user-ruled",
+        ],
+    )
+    .ok();
+    let r = brief(Path::new("/"));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("keep sqlite"), "{r:?}");
+    assert!(r.stdout.contains("postgres"), "{r:?}");
+
+    // Again: nothing changes, and it says so.
+    let before = snapshot(p);
+    let r = w.evctl(p, &["setup"]).ok();
+    assert!(
+        r.stdout.contains(
+            "   .evolving/ present — kept (config untouched: staleness_ref = \"local-head\")"
+        ),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("pre-commit: already installed"), "{r:?}");
+    assert!(
+        r.stdout
+            .contains("\ndone: nothing to change — everything was already in place\n"),
+        "{r:?}"
+    );
+    assert_eq!(snapshot(p), before, "a second run writes nothing");
+}
+
+#[test]
+fn an_existing_settings_file_is_never_edited_and_the_entry_to_add_is_printed() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    std::fs::create_dir_all(p.join(".claude")).expect("mkdir");
+    let mine = "{\n  \"permissions\": {\"allow\": [\"Bash(ls)\"]}\n}\n";
+    std::fs::write(p.join(".claude/settings.json"), mine).expect("write");
+    let r = w.evctl(p, &["setup"]).ok();
+    assert_eq!(
+        std::fs::read_to_string(p.join(".claude/settings.json")).expect("read"),
+        mine
+    );
+    assert!(
+        r.stdout.contains(
+            "   .claude/settings.json exists — evctl never edits it. Add this SessionStart entry by hand:\n     {\"hooks\":[{\"command\":\"sh \\\""
+        ),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("  - add the SessionStart entry printed above to .claude/settings.json"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn outside_a_work_tree_setup_refuses_with_exit_1() {
+    let w = World::new();
+    let d = tempfile::tempdir().expect("dir");
+    let r = w.evctl(d.path(), &["setup"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        format!(
+            "evctl setup: '{}' is not a git working tree — co-location needs one.\n",
+            d.path().display()
+        )
+    );
+    assert!(!d.path().join(".evolving").exists());
+    let r = w.evctl(d.path(), &["setup", "--dry-run", "nowhere"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        "evctl setup: 'nowhere' is not a git working tree — co-location needs one.\n"
+    );
+}
+
+#[test]
+fn dry_run_prints_every_change_and_writes_nothing() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    let top = canon(p);
+    let before = snapshot(p);
+    let r = w.evctl(p, &["setup", "--dry-run"]).ok();
+    assert_eq!(snapshot(p), before, "nothing written");
+    for want in [
+        "   [dry-run] evctl init + staleness_ref=local-head".to_string(),
+        format!(
+            "   [dry-run] write {}",
+            top.join(".claude/skills/ev/SKILL.md").display()
+        ),
+        format!(
+            "   [dry-run] write {}",
+            top.join(".claude/hooks/ev-brief-sessionstart.sh").display()
+        ),
+        format!(
+            "   [dry-run] write {} with a SessionStart hook",
+            top.join(".claude/settings.json").display()
+        ),
+        "   [dry-run] write .git/hooks/pre-commit (mode 755)".to_string(),
+        "(dry-run) — no changes made.".to_string(),
+        "a real run would: create the store (staleness_ref = local-head); write the agent skill (.claude/skills/ev/SKILL.md); write the session-start brief (.claude/hooks/ev-brief-sessionstart.sh); wire the brief in .claude/settings.json; install the pre-commit gate".to_string(),
+    ] {
+        assert!(r.stdout.contains(&format!("{want}\n")), "{want}\n{r:?}");
+    }
+    // A foreign pre-commit would be chained, and the dry run says so without moving it.
+    let hooks = p.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).expect("mkdir");
+    std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\nexit 0\n").expect("write");
+    let before = snapshot(p);
+    let r = w.evctl(p, &["setup", "--dry-run"]).ok();
+    assert!(
+        r.stdout.contains("   [dry-run] move the existing .git/hooks/pre-commit aside to .git/hooks/pre-commit.evctl-chained (it keeps running, first)\n"),
+        "{r:?}"
+    );
+    assert_eq!(snapshot(p), before, "nothing written");
+}
+
+#[test]
+fn a_core_hooks_path_repository_gets_the_gate_where_git_runs_it() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    git(&w, p, &["config", "core.hooksPath", ".githooks"]).ok();
+    let r = w.evctl(p, &["setup"]).ok();
+    assert!(
+        r.stdout.contains("core.hooksPath, inside the work tree"),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout
+            .contains("   ✓ pre-commit: created .githooks/pre-commit holding evctl's one line\n"),
+        "{r:?}"
+    );
+    assert!(!p.join(".git/hooks/pre-commit").exists());
+
+    // The gate runs on a real commit: a decision guarding README, its check run, then a change.
+    w.evctl(
+        p,
+        &[
+            "decide",
+            "keep the readme short",
+            "--assume",
+            "nobody reads long ones",
+            "--assume-test",
+            "true",
+            "--counter-test",
+            "false",
+            "--on-platform",
+            "local",
+            "--triggered-by",
+            "README",
+            "--surface",
+            "docs",
+        ],
+    )
+    .ok();
+    w.evctl(p, &["check", "--run"]).ok();
+    std::fs::write(p.join("README"), "longer\n").expect("write");
+    git(&w, p, &["add", "README"]).ok();
+    let r = git(&w, p, &["commit", "-q", "-m", "readme"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("evctl: you are changing README, which decision "),
+        "{r:?}"
+    );
+    // Idempotent here too.
+    let r = w.evctl(p, &["setup"]).ok();
+    assert!(
+        r.stdout
+            .contains("pre-commit: evctl's line is already in .githooks/pre-commit, unchanged"),
+        "{r:?}"
+    );
+}
