@@ -183,7 +183,9 @@ pub mod tests {
             },
             gating: false,
             tally: Tally::default(),
+            matched_total: decisions.len(),
             decisions,
+            gating_rows: vec![],
             warnings: vec![],
         }
     }
