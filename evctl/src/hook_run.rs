@@ -479,7 +479,13 @@ pub async fn run(s: &mut Session, a: HookArgs) -> Out {
         .map(|p| format!("{p}/"))
         .unwrap_or_default();
     let shown = |p: &str| format!("{prefix}{p}");
-    let r = crate::verbs::guards_in(s, ctx, Some(rel), Some(SHOWN)).await;
+    let req = proto::rpc::GuardsRequest {
+        context: ctx,
+        paths: Some(rel),
+        limit: Some(SHOWN),
+        ..Default::default()
+    };
+    let r = crate::verbs::ask_guards(s, req).await;
     let r = match r {
         Ok(r) => r,
         Err(e) => return trouble(hook, &e.message, json),

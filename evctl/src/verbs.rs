@@ -686,32 +686,21 @@ pub async fn guards_of(
     s: &mut Session,
     paths: Option<Vec<String>>,
 ) -> Result<proto::rpc::GuardsResult, Refusal> {
-    guards_limited(s, paths, None).await
-}
-
-/// [`guards_of`], answering at most `limit` decisions (the most attention-asking first) and
-/// counting the rest.
-pub async fn guards_limited(
-    s: &mut Session,
-    paths: Option<Vec<String>>,
-    limit: Option<usize>,
-) -> Result<proto::rpc::GuardsResult, Refusal> {
-    let ctx = verdict_context(s, false);
-    guards_in(s, ctx, paths, limit).await
-}
-
-/// [`guards_limited`] with the verdict context already built (see [`verdict_context`]).
-pub async fn guards_in(
-    s: &mut Session,
-    ctx: proto::rpc::Context,
-    paths: Option<Vec<String>>,
-    limit: Option<usize>,
-) -> Result<proto::rpc::GuardsResult, Refusal> {
     let req = proto::rpc::GuardsRequest {
-        context: ctx.clone(),
+        context: verdict_context(s, false),
         paths,
-        limit,
+        ..Default::default()
     };
+    ask_guards(s, req).await
+}
+
+/// Ask `ev.guards` as given (its context built with [`verdict_context`]): from evd, or
+/// in-process.
+pub async fn ask_guards(
+    s: &mut Session,
+    req: proto::rpc::GuardsRequest,
+) -> Result<proto::rpc::GuardsResult, Refusal> {
+    let ctx = req.context.clone();
     s.read(rpc!(req, guards), || {
         local_read(&ctx, |st| verbs::guards(st, &req))
     })

@@ -1454,6 +1454,10 @@ pub struct GuardsRequest {
     /// touching a much-guarded file may match thousands.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Only these decisions (tick ids), when given: an editor that learnt from `ev.watch` which
+    /// verdicts moved asks for just those. At most as many as `paths`.
+    #[serde(default)]
+    pub ticks: Option<Vec<String>>,
 }
 
 /// How many of a store's gating verdicts [`GuardsResult::gating_rows`] carries at most.

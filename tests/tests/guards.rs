@@ -150,6 +150,21 @@ fn exercise(w: &World, env: &[(&str, &str)]) {
     assert_eq!(api["grounds"][0]["label"], "red");
     assert_eq!(api["grounds"][0]["gating"], true);
 
+    // Asked about one decision by id (what an editor does after a pushed change), only it is
+    // answered, with the same store-wide facts.
+    if env.is_empty() {
+        let api_id = api["tick_id"].as_str().expect("id");
+        let one = evd_e2e::rpc_post(
+            &w.socket(),
+            "ev.guards",
+            serde_json::json!([{"context": {"store": p.display().to_string()}, "ticks": [api_id]}]),
+        );
+        let ds = one["result"]["decisions"].as_array().expect("decisions");
+        assert_eq!(ds.len(), 1, "{one}");
+        assert_eq!(ds[0]["tick_id"].as_str(), Some(api_id));
+        assert_eq!(one["result"]["gating"], true, "{one}");
+    }
+
     // The same verdicts as check's own.
     let check = run(&["check", "--plain"]);
     assert_eq!(check.code, 0);

@@ -15,6 +15,7 @@
 //!   starts: a daemon someone stopped stays stopped.
 
 use std::collections::hash_map::DefaultHasher;
+use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use jsonrpsee::core::client::Subscription;
 use lsp_types::MessageType;
-use proto::rpc::{StoreRequest, WatchEvent};
+use proto::rpc::{GuardedDecision, GuardsRequest, GuardsResult, StoreRequest, WatchEvent};
 use tokio::sync::mpsc;
 
 use super::Event;
@@ -63,6 +64,7 @@ pub fn spawn(
                 events,
                 wake,
                 said: String::new(),
+                last: None,
             };
             rt.block_on(w.run());
         })?;
@@ -75,6 +77,26 @@ struct Watcher {
     wake: mpsc::Receiver<()>,
     /// The last mode message, so each is said once.
     said: String,
+    /// The last whole answer handed over, kept to merge partial ones into.
+    last: Option<Arc<GuardsResult>>,
+}
+
+/// `last` with the decisions in `moved` replaced by `fresh`'s (the ones `fresh` lacks have left
+/// the view), and the store-wide facts (gating, tally, reference) taken from `fresh`.
+fn merged(last: &GuardsResult, moved: &HashSet<String>, fresh: GuardsResult) -> GuardsResult {
+    let mut decisions: Vec<GuardedDecision> = last
+        .decisions
+        .iter()
+        .filter(|d| !moved.contains(&d.tick_id))
+        .cloned()
+        .collect();
+    decisions.extend(fresh.decisions);
+    decisions.sort_by(|a, b| a.file.cmp(&b.file));
+    GuardsResult {
+        matched_total: decisions.len(),
+        decisions,
+        ..fresh
+    }
 }
 
 /// Why a mode ended.
@@ -83,6 +105,18 @@ enum End {
     Exit,
     /// Look for the daemon again.
     Retry,
+}
+
+/// Note which decision a pushed item moved; a resync asks about everything.
+fn note(moved: &mut Option<HashSet<String>>, ev: WatchEvent) {
+    match ev {
+        WatchEvent::Changed(c) => {
+            if let Some(m) = moved {
+                m.insert(c.tick_id);
+            }
+        }
+        WatchEvent::Resync { .. } => *moved = None,
+    }
 }
 
 fn forced_local() -> bool {
@@ -109,9 +143,36 @@ impl Watcher {
 
     /// Ask `ev.guards` and hand the answer over. `false`: nobody listens any more.
     async fn refresh(&mut self, s: &mut Session) -> bool {
-        let r = verbs::guards_of(s, None).await;
-        let ev = Event::Guards(r.map(Arc::new).map_err(|e| e.message));
-        self.events.send(ev).is_ok()
+        let r = verbs::guards_of(s, None).await.map(Arc::new);
+        self.last = r.as_ref().ok().map(Arc::clone);
+        self.events
+            .send(Event::Guards(r.map_err(|e| e.message)))
+            .is_ok()
+    }
+
+    /// Ask `ev.guards` about the decisions whose verdicts `ev.watch` said moved, and hand over
+    /// the last answer with those replaced: a commit touching a much-guarded file moves a
+    /// fraction of a large store's decisions, a receipt one. Without a last answer, or with
+    /// nothing named, everything is asked again.
+    async fn refresh_moved(&mut self, s: &mut Session, moved: HashSet<String>) -> bool {
+        let Some(last) = self.last.clone() else {
+            return self.refresh(s).await;
+        };
+        if moved.is_empty() {
+            return self.refresh(s).await;
+        }
+        let req = GuardsRequest {
+            context: verbs::verdict_context(s, false),
+            ticks: Some(moved.iter().cloned().collect()),
+            ..Default::default()
+        };
+        let r = verbs::ask_guards(s, req)
+            .await
+            .map(|fresh| Arc::new(merged(&last, &moved, fresh)));
+        self.last = r.as_ref().ok().map(Arc::clone);
+        self.events
+            .send(Event::Guards(r.map_err(|e| e.message)))
+            .is_ok()
     }
 
     async fn run(&mut self) {
@@ -194,14 +255,20 @@ impl Watcher {
         loop {
             let tick = if poll { POLL } else { PUSHED_FULL };
             let mut lost: Option<String> = None;
+            // The decisions whose verdicts moved; `None`: ask about everything.
+            let mut moved: Option<HashSet<String>> = Some(HashSet::new());
             tokio::select! {
                 item = sub.next() => {
                     match item {
-                        Some(Ok(_)) => {
+                        Some(Ok(first)) => {
+                            note(&mut moved, first);
                             // Take whatever else is already queued: one answer for the burst.
                             loop {
                                 match tokio::time::timeout(Duration::ZERO, sub.next()).await {
-                                    Ok(Some(Ok(_))) => continue,
+                                    Ok(Some(Ok(ev))) => {
+                                        note(&mut moved, ev);
+                                        continue;
+                                    }
                                     Ok(Some(Err(e))) => lost = Some(e.to_string()),
                                     Ok(None) => lost = Some("the stream ended".into()),
                                     Err(_) => {}
@@ -217,6 +284,7 @@ impl Watcher {
                     if w.is_none() {
                         return End::Exit;
                     }
+                    moved = None;
                 }
                 () = tokio::time::sleep(tick) => {
                     let now = fingerprint(&self.root);
@@ -225,6 +293,7 @@ impl Watcher {
                         continue;
                     }
                     stamp = now;
+                    moved = None;
                 }
             }
             if let Some(why) = lost {
@@ -240,8 +309,14 @@ impl Watcher {
                     End::Exit
                 };
             }
-            last = Instant::now();
-            if !self.refresh(s).await {
+            let answered = match moved {
+                Some(ticks) => self.refresh_moved(s, ticks).await,
+                None => {
+                    last = Instant::now();
+                    self.refresh(s).await
+                }
+            };
+            if !answered {
                 return End::Exit;
             }
         }
@@ -345,4 +420,45 @@ pub fn fingerprint(root: &Path) -> u64 {
         }
     }
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsp::diagnostics::tests::{answer, decision, ground};
+
+    #[test]
+    fn a_partial_answer_replaces_the_moved_decisions_and_drops_the_ones_gone() {
+        let g = |label: &str| vec![ground(0, label, label == "red", &["db/schema.sql"], None)];
+        let last = answer(vec![
+            decision("aaaaaaaaaaaa", "kept", g("green")),
+            decision("bbbbbbbbbbbb", "moved", g("green")),
+            decision("cccccccccccc", "superseded", g("green")),
+        ]);
+        let moved: HashSet<String> = ["bbbbbbbbbbbb", "cccccccccccc", "000000000000"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut fresh = answer(vec![
+            decision("bbbbbbbbbbbb", "moved", g("red")),
+            decision("000000000000", "new", g("not-run")),
+        ]);
+        fresh.gating = true;
+        let m = merged(&last, &moved, fresh);
+        let got: Vec<(&str, &str)> = m
+            .decisions
+            .iter()
+            .map(|d| (d.tick_id.as_str(), d.grounds[0].label.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("000000000000", "not-run"),
+                ("aaaaaaaaaaaa", "green"),
+                ("bbbbbbbbbbbb", "red")
+            ]
+        );
+        assert!(m.gating, "store-wide facts come from the fresh answer");
+        assert_eq!(m.matched_total, 3);
+    }
 }

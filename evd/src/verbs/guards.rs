@@ -25,10 +25,14 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
         .paths
         .as_ref()
         .map(|p| p.iter().map(String::as_str).collect());
-    if wanted.as_ref().is_some_and(|p| p.len() > MAX_PATHS) {
+    if wanted.as_ref().is_some_and(|p| p.len() > MAX_PATHS)
+        || req.ticks.as_ref().is_some_and(|t| t.len() > MAX_PATHS)
+    {
         return Err(Refusal::refused(
             "too_many_paths",
-            format!("guards takes at most {MAX_PATHS} paths in one request"),
+            format!(
+                "guards takes at most {MAX_PATHS} paths (and {MAX_PATHS} tick ids) in one request"
+            ),
         ));
     }
     let e = check::evaluated(
@@ -57,9 +61,17 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             })
             .collect(),
     };
-    let marks = e.eval.trigger_index().marks(e.eval.parts.len(), |t| {
+    let mut marks = e.eval.trigger_index().marks(e.eval.parts.len(), |t| {
         wanted.is_none() || covered.contains_key(t)
     });
+    if let Some(ticks) = &req.ticks {
+        let only: std::collections::HashSet<&str> = ticks.iter().map(String::as_str).collect();
+        for (m, part) in marks.iter_mut().zip(&e.eval.parts) {
+            if !only.contains(part.tick.id.as_str()) {
+                *m = 0;
+            }
+        }
+    }
     let matched_total = marks.iter().filter(|&&m| m > 0).count();
     let hits = check_memo::chosen(&marks, req.limit);
     let mut decisions = Vec::with_capacity(hits.len());
