@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{fmt_dur, make_fixture, stats, Fixture, Report, Res, World};
+use super::{fmt_dur, size_fixtures, stats, Fixture, Report, Res, World};
 
 /// Whether `evbench hooks` was asked for.
 pub fn selected() -> bool {
@@ -270,13 +270,7 @@ fn breakdown(w: &World, fx: &Fixture, summary: &mut Vec<String>) -> Res<()> {
 /// The whole section.
 pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
     println!("\nhooks: what the pre-commit gate adds to `git commit` (warm evd)");
-    let mut fixtures = vec![
-        make_fixture("1k", 1_000, 1)?,
-        make_fixture("10k", 10_000, 2)?,
-    ];
-    if !std::env::args().skip(1).any(|a| a == "--no-100k") {
-        fixtures.push(make_fixture("100k", 100_000, 3)?);
-    }
+    let fixtures = size_fixtures()?;
     let mut daemon = w.start_daemon()?;
     let mut summary = Vec::new();
     for fx in &fixtures {

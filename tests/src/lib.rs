@@ -135,7 +135,7 @@ pub struct Run {
     pub stderr: String,
 }
 
-impl Run {
+impl From<Output> for Run {
     fn from(o: Output) -> Run {
         Run {
             code: o.status.code().unwrap_or(-1),
@@ -143,6 +143,9 @@ impl Run {
             stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         }
     }
+}
+
+impl Run {
     /// Upstream's answer with its program-name mentions as evctl makes them.
     fn from_upstream(o: Output) -> Run {
         let r = Run::from(o);
@@ -241,6 +244,25 @@ impl World {
             c.env(k, v);
         }
         c
+    }
+
+    /// `git args…` in `dir` with this world's environment (so the hooks it runs reach this
+    /// world's evd) and the built evctl on PATH, hooks not turned off, plus `env`.
+    pub fn git_env(&self, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+        let mut c = self.command("git");
+        c.current_dir(dir)
+            .args(args)
+            .env("PATH", path_with_evctl())
+            .env_remove("EVCTL_NO_HOOKS");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Run::from(c.output().expect("git"))
+    }
+
+    /// [`World::git_env`] without extra environment.
+    pub fn git(&self, dir: &Path, args: &[&str]) -> Run {
+        self.git_env(dir, &[], args)
     }
 
     /// Run evctl in `cwd`.
@@ -355,6 +377,43 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// `PATH` with the directory of the built evctl first.
+pub fn path_with_evctl() -> String {
+    format!(
+        "{}:{}",
+        target_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// `git args…` in `dir` (no system configuration, its stdout dropped); panics unless it
+/// succeeds.
+pub fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .status()
+        .expect("git");
+    assert!(st.success(), "git {args:?}");
+}
+
+/// A repository holding `db/schema.sql` and `api/routes.rs`, committed, with a store made by
+/// `evctl init` (run with `env`): the code the guard tests put their decisions on.
+pub fn code_repo(w: &World, env: &[(&str, &str)]) -> Repo {
+    let repo = Repo::new();
+    let p = repo.path();
+    std::fs::create_dir_all(p.join("db")).expect("mkdir");
+    std::fs::create_dir_all(p.join("api")).expect("mkdir");
+    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
+    std::fs::write(p.join("api/routes.rs"), "fn main() {}\n").expect("write");
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "code"]);
+    w.evctl_env(p, env, &["init"]).ok();
+    repo
 }
 
 /// A temporary git repository with a fixed identity and one commit.

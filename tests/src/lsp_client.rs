@@ -95,20 +95,8 @@ impl LspClient {
     }
 
     /// Wait until a message received from now on satisfies `pred`; returns it.
-    pub fn wait_for(
-        &mut self,
-        limit: Duration,
-        mut pred: impl FnMut(&Value) -> bool,
-    ) -> Option<Value> {
-        let end = Instant::now() + limit;
-        loop {
-            let left = end.checked_duration_since(Instant::now())?;
-            let (at, v) = self.rx.recv_timeout(left).ok()?;
-            self.seen.push((at, v.clone()));
-            if pred(&v) {
-                return Some(v);
-            }
-        }
+    pub fn wait_for(&mut self, limit: Duration, pred: impl FnMut(&Value) -> bool) -> Option<Value> {
+        self.wait_for_at(limit, pred).map(|(_, v)| v)
     }
 
     /// How many messages were received so far (a mark for [`LspClient::since_or_wait`]).

@@ -1,21 +1,8 @@
 //! `evctl guards` / `ev.guards`: which current decisions guard which files, with check's own
 //! verdicts. Through a real evd and in-process, in a real git repository.
 
-use std::path::Path;
-
-use evd_e2e::{Repo, Run, World};
+use evd_e2e::{code_repo, Repo, Run, World};
 use serde_json::Value;
-
-fn git(dir: &Path, args: &[&str]) {
-    let st = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("git");
-    assert!(st.success(), "git {args:?}");
-}
 
 fn json(r: &Run) -> Value {
     serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {r:?}"))
@@ -24,15 +11,8 @@ fn json(r: &Run) -> Value {
 /// A repository with two decisions: one on the schema (a test that passes, a road not taken),
 /// one on the `api/` directory (a test that fails once run).
 fn setup(w: &World, env: &[(&str, &str)]) -> Repo {
-    let repo = Repo::new();
+    let repo = code_repo(w, env);
     let p = repo.path();
-    std::fs::create_dir_all(p.join("db")).expect("mkdir");
-    std::fs::create_dir_all(p.join("api")).expect("mkdir");
-    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
-    std::fs::write(p.join("api/routes.rs"), "fn main() {}\n").expect("write");
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "code"]);
-    w.evctl_env(p, env, &["init"]).ok();
     w.evctl_env(
         p,
         env,

@@ -4,16 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use evd_e2e::{bin, target_dir, Repo, Run, World};
-
-/// `PATH` with the built evctl (and evd) first.
-fn path_with_evctl() -> String {
-    format!(
-        "{}:{}",
-        target_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
+use evd_e2e::{bin, path_with_evctl, target_dir, Repo, Run, World};
 
 /// `PATH` without any directory holding an `evctl`.
 fn path_without_evctl() -> String {
@@ -27,34 +18,8 @@ fn path_without_evctl() -> String {
         .into_owned()
 }
 
-fn run_of(o: std::process::Output) -> Run {
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-/// `git args…` in `dir` with this world's environment (so the hooks it runs reach this world's
-/// evd) and the built evctl on PATH, plus `env`.
-fn git_env(w: &World, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
-    let mut c = w.command("git");
-    c.current_dir(dir)
-        .args(args)
-        .env("PATH", path_with_evctl())
-        .env_remove("EVCTL_NO_HOOKS");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    run_of(c.output().expect("git"))
-}
-
-fn git(w: &World, dir: &Path, args: &[&str]) -> Run {
-    git_env(w, dir, &[], args)
-}
-
 fn head(w: &World, dir: &Path) -> String {
-    git(w, dir, &["rev-parse", "HEAD"])
+    w.git(dir, &["rev-parse", "HEAD"])
         .ok()
         .stdout
         .trim()
@@ -101,8 +66,8 @@ fn fixture(w: &World, sub: Option<&str>) -> Fixture {
     std::fs::write(root.join("api/routes.rs"), "fn main() {}\n").expect("write");
     // The store's per-machine cache stays out of the commits the tests make.
     std::fs::write(repo.path().join(".gitignore"), "results/\n").expect("write");
-    git(w, repo.path(), &["add", "."]).ok();
-    git(w, repo.path(), &["commit", "-q", "-m", "code"]).ok();
+    w.git(repo.path(), &["add", "."]).ok();
+    w.git(repo.path(), &["commit", "-q", "-m", "code"]).ok();
     w.evctl(&root, &["init"]).ok();
     let schema = recorded_id(
         &w.evctl(
@@ -148,8 +113,9 @@ fn fixture(w: &World, sub: Option<&str>) -> Fixture {
         )
         .ok(),
     );
-    git(w, repo.path(), &["add", "."]).ok();
-    git(w, repo.path(), &["commit", "-q", "-m", "decisions"]).ok();
+    w.git(repo.path(), &["add", "."]).ok();
+    w.git(repo.path(), &["commit", "-q", "-m", "decisions"])
+        .ok();
     w.evctl(&root, &["check", "--run"]).ok();
     Fixture {
         repo,
@@ -172,13 +138,13 @@ fn break_api(w: &World, fx: &Fixture) {
 
 fn stage_change(w: &World, fx: &Fixture, rel: &str) {
     append(&fx.root.join(rel), "-- a change\n");
-    git(w, &fx.root, &["add", rel]).ok();
+    w.git(&fx.root, &["add", rel]).ok();
 }
 
 fn commit(w: &World, fx: &Fixture, env: &[(&str, &str)], extra: &[&str]) -> Run {
     let mut args = vec!["commit", "-q", "-m", "change"];
     args.extend_from_slice(extra);
-    git_env(w, fx.repo.path(), env, &args)
+    w.git_env(fx.repo.path(), env, &args)
 }
 
 #[test]
@@ -209,7 +175,7 @@ fn a_commit_is_blocked_exactly_when_check_would_fail_and_told_what_it_changes() 
 
     // That commit made the schema check stale, which gates: the next commit is blocked.
     append(&p.join("README"), "more\n");
-    git(&w, p, &["add", "README"]).ok();
+    w.git(p, &["add", "README"]).ok();
     let r = commit(&w, &fx, &[], &[]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
@@ -395,10 +361,10 @@ fn pre_push_gates_on_the_pushed_range_and_feeds_a_chained_hook() {
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, text.replace("\"live-origin\"", "\"none\"")).expect("config");
     let remote = tempfile::tempdir().expect("remote");
-    git(&w, remote.path(), &["init", "-q", "--bare"]).ok();
+    w.git(remote.path(), &["init", "-q", "--bare"]).ok();
     let url = remote.path().display().to_string();
-    git(&w, p, &["remote", "add", "origin", &url]).ok();
-    git(&w, p, &["push", "-q", "-u", "origin", "main"]).ok();
+    w.git(p, &["remote", "add", "origin", &url]).ok();
+    w.git(p, &["push", "-q", "-u", "origin", "main"]).ok();
     // A foreign pre-push that reads git's input: it must still get it.
     let hooks = p.join(".git/hooks");
     std::fs::create_dir_all(&hooks).expect("mkdir");
@@ -425,8 +391,8 @@ fn pre_push_gates_on_the_pushed_range_and_feeds_a_chained_hook() {
     // The api check reads red; pushing a README change is not its business.
     break_api(&w, &fx);
     append(&p.join("README"), "more\n");
-    git(&w, p, &["commit", "-q", "-am", "readme"]).ok();
-    let r = git(&w, p, &["push", "-q", "origin", "main"]);
+    w.git(p, &["commit", "-q", "-am", "readme"]).ok();
+    let r = w.git(p, &["push", "-q", "origin", "main"]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
     let log = std::fs::read_to_string(p.join("pushed.log")).expect("log");
     assert!(log.starts_with("refs/heads/main "), "{log}");
@@ -434,8 +400,8 @@ fn pre_push_gates_on_the_pushed_range_and_feeds_a_chained_hook() {
 
     // A change under api/ is: blocked, and said.
     stage_change(&w, &fx, "api/routes.rs");
-    git(&w, p, &["commit", "-q", "-m", "api"]).ok();
-    let r = git(&w, p, &["push", "-q", "origin", "main"]);
+    w.git(p, &["commit", "-q", "-m", "api"]).ok();
+    let r = w.git(p, &["push", "-q", "origin", "main"]);
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("evctl: push blocked"), "{r:?}");
     assert!(
@@ -451,13 +417,14 @@ fn pre_push_gates_on_the_pushed_range_and_feeds_a_chained_hook() {
         4,
         "the chained hook ran again, with its input: {log}"
     );
-    git(&w, p, &["push", "-q", "--no-verify", "origin", "main"]).ok();
+    w.git(p, &["push", "-q", "--no-verify", "origin", "main"])
+        .ok();
 
     // A new branch: only the commits no remote-tracking ref has are its range.
     stage_change(&w, &fx, "db/schema.sql");
-    git(&w, p, &["commit", "-q", "-m", "schema"]).ok();
+    w.git(p, &["commit", "-q", "-m", "schema"]).ok();
     w.evctl(p, &["check", "--run"]).ok();
-    let r = git(&w, p, &["push", "-q", "origin", "HEAD:refs/heads/feature"]);
+    let r = w.git(p, &["push", "-q", "origin", "HEAD:refs/heads/feature"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(
         r.stderr.trim_end(),
@@ -469,7 +436,7 @@ fn pre_push_gates_on_the_pushed_range_and_feeds_a_chained_hook() {
         "{r:?}"
     );
     // Deleting it pushes nothing.
-    let r = git(&w, p, &["push", "-q", "origin", ":feature"]);
+    let r = w.git(p, &["push", "-q", "origin", ":feature"]);
     assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
 }
 
@@ -480,12 +447,8 @@ fn core_hooks_path_outside_the_repository_is_where_the_hook_goes() {
     let p = fx.repo.path();
     let shared = tempfile::tempdir().expect("hooks dir");
     let dir = shared.path().join("hooks");
-    git(
-        &w,
-        p,
-        &["config", "core.hooksPath", &dir.display().to_string()],
-    )
-    .ok();
+    w.git(p, &["config", "core.hooksPath", &dir.display().to_string()])
+        .ok();
     let r = w.evctl(p, &["hooks", "install"]).ok();
     let canon = shared.path().canonicalize().expect("canon").join("hooks");
     assert!(
@@ -529,7 +492,7 @@ fn a_husky_tree_gets_one_line_in_its_own_hook_file() {
     )
     .expect("chmod");
     std::fs::write(p.join(".husky/pre-commit"), user).expect("write");
-    git(&w, p, &["config", "core.hooksPath", ".husky/_"]).ok();
+    w.git(p, &["config", "core.hooksPath", ".husky/_"]).ok();
 
     let r = w.evctl(p, &["hooks", "install"]).ok();
     assert!(r.stdout.contains("inside the work tree"), "{r:?}");
@@ -594,8 +557,7 @@ fn a_linked_worktree_shares_the_hooks_and_gates_its_own_commits() {
     let p = fx.repo.path();
     let side = tempfile::tempdir().expect("worktree");
     let wt = side.path().join("wt");
-    git(
-        &w,
+    w.git(
         p,
         &[
             "worktree",
@@ -619,8 +581,8 @@ fn a_linked_worktree_shares_the_hooks_and_gates_its_own_commits() {
     assert!(common.join("pre-commit").is_file());
     w.evctl(&wt, &["check", "--run"]).ok();
     append(&wt.join("db/schema.sql"), "-- in the worktree\n");
-    git(&w, &wt, &["add", "db/schema.sql"]).ok();
-    let r = git(&w, &wt, &["commit", "-q", "-m", "from the worktree"]);
+    w.git(&wt, &["add", "db/schema.sql"]).ok();
+    let r = w.git(&wt, &["commit", "-q", "-m", "from the worktree"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stderr.contains(&format!(

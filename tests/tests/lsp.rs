@@ -6,33 +6,15 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use evd_e2e::lsp_client::{diagnostics_for, file_uri, LspClient};
-use evd_e2e::{bin, Repo, World};
+use evd_e2e::{bin, code_repo, git, Repo, World};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn git(dir: &Path, args: &[&str]) {
-    let st = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(Stdio::null())
-        .status()
-        .expect("git");
-    assert!(st.success(), "git {args:?}");
-}
-
 /// Two decisions: the schema (a literal trigger) and `api/` (a directory trigger), both green.
 fn setup(w: &World, env: &[(&str, &str)]) -> Repo {
-    let repo = Repo::new();
+    let repo = code_repo(w, env);
     let p = repo.path();
-    std::fs::create_dir_all(p.join("db")).expect("mkdir");
-    std::fs::create_dir_all(p.join("api")).expect("mkdir");
-    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
-    std::fs::write(p.join("api/routes.rs"), "fn main() {}\n").expect("write");
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "code"]);
-    w.evctl_env(p, env, &["init"]).ok();
     let config = repo.ev_dir().join("config");
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, text.replace("\"live-origin\"", "\"none\"")).expect("config");

@@ -2,23 +2,11 @@
 //! `.ci/run` installs it) opens a guarded file, receives the diagnostic, sees it turn red after
 //! another process records a red receipt, hovers, and runs the server's commands.
 
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use evd_e2e::{bin, wait_until, Repo, World};
+use evd_e2e::{bin, git, wait_until, Repo, World};
 use serde_json::Value;
-
-fn git(dir: &Path, args: &[&str]) {
-    let st = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(Stdio::null())
-        .status()
-        .expect("git");
-    assert!(st.success(), "git {args:?}");
-}
 
 fn nvim() -> String {
     let found = std::process::Command::new("nvim")

@@ -41,15 +41,7 @@ fn evctl(args: &[&str]) -> Run {
         .current_dir("/")
         .output()
         .expect("run evctl");
-    run_of(out)
-}
-
-fn run_of(out: std::process::Output) -> Run {
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 /// Every verb `evctl --help` lists (clap's own `help` aside).
@@ -124,7 +116,7 @@ fn bash(script: &str) -> Run {
         .env("EVD_NO_DAEMON", "1")
         .output()
         .expect("bash");
-    run_of(out)
+    Run::from(out)
 }
 
 fn on_path(program: &str) -> bool {

@@ -6,35 +6,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use evd_e2e::{target_dir, Repo, Run, World};
-
-fn path_with_evctl() -> String {
-    format!(
-        "{}:{}",
-        target_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
-
-fn run_of(o: std::process::Output) -> Run {
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-fn git(w: &World, dir: &Path, args: &[&str]) -> Run {
-    run_of(
-        w.command("git")
-            .current_dir(dir)
-            .args(args)
-            .env("PATH", path_with_evctl())
-            .env_remove("EVCTL_NO_HOOKS")
-            .output()
-            .expect("git"),
-    )
-}
+use evd_e2e::{path_with_evctl, Repo, Run, World};
 
 /// Every file and directory under `dir` (the repository's objects aside): path → (mode, bytes).
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u32, Vec<u8>)> {
@@ -134,7 +106,7 @@ fn a_fresh_repository_is_set_up_and_a_second_run_changes_nothing() {
 
     // The session hook: silent with nothing settled, the brief once something is.
     let brief = |cwd: &Path| {
-        run_of(
+        Run::from(
             w.command("sh")
                 .arg(&hook)
                 .current_dir(cwd)
@@ -277,7 +249,7 @@ fn a_core_hooks_path_repository_gets_the_gate_where_git_runs_it() {
     let w = World::new();
     let repo = Repo::new();
     let p = repo.path();
-    git(&w, p, &["config", "core.hooksPath", ".githooks"]).ok();
+    w.git(p, &["config", "core.hooksPath", ".githooks"]).ok();
     let r = w.evctl(p, &["setup"]).ok();
     assert!(
         r.stdout.contains("core.hooksPath, inside the work tree"),
@@ -313,8 +285,8 @@ fn a_core_hooks_path_repository_gets_the_gate_where_git_runs_it() {
     .ok();
     w.evctl(p, &["check", "--run"]).ok();
     std::fs::write(p.join("README"), "longer\n").expect("write");
-    git(&w, p, &["add", "README"]).ok();
-    let r = git(&w, p, &["commit", "-q", "-m", "readme"]);
+    w.git(p, &["add", "README"]).ok();
+    let r = w.git(p, &["commit", "-q", "-m", "readme"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stderr

@@ -151,18 +151,8 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("lsp-commands".into())
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = events.send(Event::Log(
-                        MessageType::ERROR,
-                        format!("evctl lsp: commands cannot run: {e}"),
-                    ));
-                    return;
-                }
+            let Some(rt) = super::thread_runtime(&events, "commands cannot run") else {
+                return;
             };
             let mut runner = Runner {
                 root,

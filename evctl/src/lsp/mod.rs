@@ -59,6 +59,24 @@ pub enum Event {
     ShowDocument(PathBuf),
 }
 
+/// The single-threaded runtime a helper thread (`watch`, `commands`) drives its session on. When
+/// none can be built, the loop is told `evctl lsp: {what}: {error}` and there is none.
+fn thread_runtime(events: &Sender<Event>, what: &str) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            let _ = events.send(Event::Log(
+                MessageType::ERROR,
+                format!("evctl lsp: {what}: {e}"),
+            ));
+            None
+        }
+    }
+}
+
 /// What the editor asked for in `initializationOptions`.
 #[derive(Clone, Debug)]
 pub struct Config {

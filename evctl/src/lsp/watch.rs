@@ -46,18 +46,8 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("lsp-watch".into())
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = events.send(Event::Log(
-                        MessageType::ERROR,
-                        format!("evctl lsp: cannot watch the store: {e}"),
-                    ));
-                    return;
-                }
+            let Some(rt) = super::thread_runtime(&events, "cannot watch the store") else {
+                return;
             };
             let mut w = Watcher {
                 root,

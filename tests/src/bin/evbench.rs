@@ -541,6 +541,18 @@ struct Fixture {
     runs_verify: usize,
 }
 
+/// The 1k, 10k and 100k-tick fixtures; `--no-100k` leaves out the last.
+fn size_fixtures() -> Res<Vec<Fixture>> {
+    let mut fixtures = vec![
+        make_fixture("1k", 1_000, 1)?,
+        make_fixture("10k", 10_000, 2)?,
+    ];
+    if !std::env::args().skip(1).any(|a| a == "--no-100k") {
+        fixtures.push(make_fixture("100k", 100_000, 3)?);
+    }
+    Ok(fixtures)
+}
+
 fn make_fixture(label: &'static str, ticks: usize, seed: u64) -> Res<Fixture> {
     let dir = tempfile::Builder::new()
         .prefix(&format!("evbench-{label}-"))
@@ -1862,13 +1874,7 @@ fn run(report: &mut Report) -> Res<()> {
 
     // `evbench check`: only the check section, on 1k, 10k and 100k-tick stores.
     if std::env::args().skip(1).any(|a| a == "check") {
-        let mut fixtures = vec![
-            make_fixture("1k", 1_000, 1)?,
-            make_fixture("10k", 10_000, 2)?,
-        ];
-        if !std::env::args().skip(1).any(|a| a == "--no-100k") {
-            fixtures.push(make_fixture("100k", 100_000, 3)?);
-        }
+        let fixtures = size_fixtures()?;
         let mut daemon = w.start_daemon()?;
         let mut held = Vec::new();
         for fx in &fixtures {
