@@ -1,5 +1,5 @@
 //! The end-to-end harness: real binaries, a private runtime directory per test (so every test
-//! gets its own evd), real git repositories, and upstream `ev` 0.1.27 as the oracle.
+//! gets its own evd), real git repositories, and upstream `ev` 0.1.32 as the oracle.
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -63,14 +63,14 @@ pub fn upstream_ev() -> PathBuf {
         );
     for c in candidates {
         if let Ok(out) = Command::new(&c).arg("--version").output() {
-            if String::from_utf8_lossy(&out.stdout).trim() == "ev 0.1.27" {
+            if String::from_utf8_lossy(&out.stdout).trim() == "ev 0.1.32" {
                 return c;
             }
         }
     }
     panic!(
-        "upstream ev 0.1.27 is required as the compatibility oracle: run `scripts/test`, or \
-         `cargo install evolving --version 0.1.27 --locked --root target/upstream`"
+        "upstream ev 0.1.32 is required as the compatibility oracle: run `scripts/test`, or \
+         `cargo install evolving --version 0.1.32 --locked --root target/upstream`"
     );
 }
 
