@@ -35,6 +35,8 @@ pub struct Basis {
     pub selected: Option<Selected>,
     /// The repository's HEAD (trigger liveness is answered against it).
     pub head: Option<String>,
+    /// The work tree's uncommitted tracked changes (`dirty`); `None` when git could not say.
+    pub uncommitted: Option<Arc<crate::worktree::Uncommitted>>,
     pub ticks: u64,
     pub receipts: u64,
     pub state: u64,
@@ -55,10 +57,14 @@ pub struct TickPart {
     pub keys: Vec<String>,
     /// When the clock alone would change one of its verdicts.
     pub expires: Option<OffsetDateTime>,
+    /// A verdict of it asked git about the work tree directly (pathspec magic): it is evaluated
+    /// again every time.
+    pub volatile: bool,
 }
 
 impl Basis {
-    /// Equal in everything but the generations of ticks, receipts and state files.
+    /// Equal in everything but the generations of ticks, receipts and state files, and the work
+    /// tree's changes.
     pub fn same_facts(&self, other: &Basis) -> bool {
         self.offline == other.offline
             && self.attest == other.attest
@@ -86,6 +92,8 @@ pub struct Evaluation {
     pub state_complete: bool,
     /// The receipt cache's generation this evaluation read.
     pub receipts: u64,
+    /// The work tree's changes this evaluation read.
+    pub uncommitted: Option<Arc<crate::worktree::Uncommitted>>,
     table: OnceLock<Option<RowTable>>,
     plain_text: OnceLock<String>,
     plain: OnceLock<Option<PlainRows>>,
@@ -180,16 +188,25 @@ pub fn chosen(marks: &[u8], limit: Option<usize>) -> Vec<usize> {
 }
 
 impl Evaluation {
-    pub fn new(parts: Vec<Arc<TickPart>>, state_complete: bool, receipts: u64) -> Evaluation {
+    pub fn new(
+        parts: Vec<Arc<TickPart>>,
+        state_complete: bool,
+        receipts: u64,
+        uncommitted: Option<Arc<crate::worktree::Uncommitted>>,
+    ) -> Evaluation {
         let mut tally = Tally::default();
         let (mut gating, mut harvested, mut total) = (false, 0, 0);
         let mut valid_until: Option<OffsetDateTime> = None;
         for p in &parts {
             for r in &p.rows {
-                match r.class.as_str() {
-                    "attention" => tally.gating += 1,
-                    "clear" => tally.green += 1,
-                    _ => tally.non_gating += 1,
+                // Grouped by gating (0.1.32): a `dirty` row is in the attention style yet never
+                // gates.
+                if r.gating {
+                    tally.gating += 1;
+                } else if r.label == "green" {
+                    tally.green += 1;
+                } else {
+                    tally.non_gating += 1;
                 }
                 gating |= r.gating;
                 harvested += usize::from(r.harvested);
@@ -208,6 +225,7 @@ impl Evaluation {
             valid_until,
             state_complete,
             receipts,
+            uncommitted,
             table: OnceLock::new(),
             plain_text: OnceLock::new(),
             plain: OnceLock::new(),
@@ -564,6 +582,7 @@ mod tests {
             reference: None,
             selected: None,
             head: None,
+            uncommitted: None,
             ticks: 1,
             receipts: 1,
             state: 1,
@@ -578,8 +597,9 @@ mod tests {
             events: Vec::new(),
             keys: Vec::new(),
             expires: Some(later),
+            volatile: false,
         };
-        let e = Evaluation::new(vec![Arc::new(part)], true, 1);
+        let e = Evaluation::new(vec![Arc::new(part)], true, 1, None);
         assert_eq!(e.valid_until, Some(later));
         m.put(basis.clone(), Arc::new(e));
         assert!(m.prior(&basis, now).is_some());
@@ -589,7 +609,7 @@ mod tests {
         assert!(m.get(&moved, now, true).is_none());
         assert!(m.get(&basis, later, true).is_none(), "expired");
         assert!(m.get(&basis, now, true).is_none(), "and forgotten");
-        let partial = Evaluation::new(Vec::new(), false, 1);
+        let partial = Evaluation::new(Vec::new(), false, 1, None);
         m.put(basis.clone(), Arc::new(partial));
         assert!(m.get(&basis, now, false).is_some());
         assert!(m.get(&basis, now, true).is_none());

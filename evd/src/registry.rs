@@ -152,6 +152,7 @@ fn actor_loop(
                 if c.rescan {
                     // A watched directory may have gone: watch everything again.
                     watching = None;
+                    store.worktree.set_sink(None);
                 } else if c.ref_dirs {
                     if let Some(w) = watching.as_mut() {
                         w.sync_refs();
@@ -182,6 +183,15 @@ fn actor_loop(
                 Ok(w) => {
                     watching = Some(w);
                     watch_failed = None;
+                    // Guarded files of the work tree too, for `dirty`: watched once an
+                    // evaluation knows which they are.
+                    let tx = to_self.clone();
+                    store.worktree.set_sink(Some(Arc::new(move || {
+                        let _ = tx.send(Msg::Changes(Changes {
+                            worktree: true,
+                            ..Changes::default()
+                        }));
+                    })));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, store = %root.display(), "cannot watch the store; it is served degraded (validated against the disk on every request) and its verdicts are not pushed");

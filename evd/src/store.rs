@@ -85,8 +85,14 @@ pub struct Store {
     watch_error: Option<String>,
     pub writes: u64,
     pub opened_at: String,
-    /// Answers of `git rev-list <commit>..HEAD -- <paths>`, valid for one HEAD commit.
-    triggers: (Option<String>, TriggerAnswers),
+    /// Answers of `git rev-list <base>..<tip> -- <paths>`, per tip; `None` until taken back
+    /// from the previous daemon's `results/` on first use.
+    ranges: Option<crate::git_ranges::Memo>,
+    /// The uncommitted changes of the work tree, as `dirty` reads them.
+    pub worktree: crate::worktree::Worktree,
+    /// Every distinct plain `triggered_by` entry of the current view's test grounds, as of a
+    /// tick generation.
+    guarded: Option<(u64, Arc<Vec<String>>)>,
     /// git's answers about this repository (its HEAD), reused while nothing they depend on
     /// changed.
     pub git: crate::gitfacts::FactCache,
@@ -127,10 +133,6 @@ pub type CurrentView = Vec<(String, Arc<Tick>)>;
 pub type VerdictSnapshot =
     std::collections::HashMap<String, std::collections::HashMap<usize, (String, String, String)>>;
 
-/// receipt commit → `triggered_by` paths → whether a triggering change landed since.
-pub type TriggerAnswers =
-    std::collections::HashMap<String, std::collections::HashMap<Vec<String>, bool>>;
-
 /// `ticks/` as read fresh from disk for the audit.
 pub struct FreshTicks {
     /// Every regular file (and symlink, which the audit reports), with its text.
@@ -158,7 +160,9 @@ impl Store {
             watch_error: None,
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
-            triggers: (None, TriggerAnswers::new()),
+            ranges: None,
+            worktree: crate::worktree::Worktree::default(),
+            guarded: None,
             git: crate::gitfacts::FactCache::for_repository(),
             state_written: std::collections::HashMap::new(),
             verdicts: None,
@@ -628,37 +632,64 @@ impl Store {
         Ok(self.files.get(name).map(|c| c.entry.clone()))
     }
 
-    /// Take the trigger answers known for `head`. An answer depends only on the commits between
-    /// a receipt's commit and HEAD, so it holds until HEAD moves; when HEAD moved by a few plain
-    /// commits, the answers are carried over ([`crate::verdict_inputs::carry_triggers`]), else
-    /// none are kept. Outside git (`None`) nothing is remembered. Hand them back with
-    /// [`Store::keep_trigger_memo`].
-    pub fn take_trigger_memo(&mut self, head: Option<&str>) -> TriggerAnswers {
-        let Some(head) = head else {
-            return TriggerAnswers::new();
-        };
-        match std::mem::take(&mut self.triggers) {
-            (Some(old), memo) if old == head => memo,
-            (Some(old), memo) if !memo.is_empty() => {
-                let had = memo.len();
-                let carried = crate::verdict_inputs::carry_triggers(self.root(), &old, head, memo);
-                tracing::debug!(
-                    from = %old,
-                    to = %head,
-                    receipt_commits = had,
-                    carried = carried.as_ref().map(|m| m.len()),
-                    "HEAD moved: trigger answers carried over"
-                );
-                carried.unwrap_or_default()
-            }
-            _ => TriggerAnswers::new(),
+    /// Take the git answers known for `tip` (see [`crate::git_ranges::Memo::take`]); the first
+    /// use takes back what a previous daemon kept in `results/`. Hand them back with
+    /// [`Store::keep_ranges`].
+    pub fn take_ranges(&mut self, tip: &str) -> crate::git_ranges::Answers {
+        let root = self.root.clone();
+        let results = self.results_dir();
+        self.ranges
+            .get_or_insert_with(|| crate::git_ranges::restore(&root, &results))
+            .take(&root, tip)
+    }
+
+    /// Keep the answers for `tip`; with `persist`, when any were learnt since the last write,
+    /// write them for the next start.
+    pub fn keep_ranges(
+        &mut self,
+        tip: String,
+        answers: crate::git_ranges::Answers,
+        learnt: bool,
+        persist: bool,
+    ) {
+        let results = self.results_dir();
+        let memo = self.ranges.get_or_insert_with(Default::default);
+        memo.keep(tip, answers, learnt);
+        if persist && self.lock.is_some() && memo.take_dirty() {
+            crate::git_ranges::persist(&self.root, &results, memo);
         }
     }
 
-    pub fn keep_trigger_memo(&mut self, head: Option<String>, memo: TriggerAnswers) {
-        if head.is_some() {
-            self.triggers = (head, memo);
+    /// Forget every git answer (a git child overran: nothing it said is trusted).
+    pub fn forget_ranges(&mut self) {
+        if let Some(m) = self.ranges.as_mut() {
+            m.clear();
         }
+    }
+
+    /// Every distinct `triggered_by` entry that [`crate::git_ranges::plain_paths`] accepts, over
+    /// the current view's live test grounds, sorted.
+    pub fn guarded_paths(&mut self) -> Result<Arc<Vec<String>>, Refusal> {
+        let view = self.current_shared()?;
+        let generation = self.ticks_generation;
+        if let Some((g, paths)) = &self.guarded {
+            if *g == generation {
+                return Ok(Arc::clone(paths));
+            }
+        }
+        let mut set = std::collections::BTreeSet::new();
+        for (_, t) in view.iter().filter(|(_, t)| t.status == "live") {
+            for g in &t.grounds {
+                if let Some(proto::model::Check::Test { liveness, .. }) = &g.check {
+                    if crate::git_ranges::plain_paths(&liveness.triggered_by) {
+                        set.extend(liveness.triggered_by.iter().cloned());
+                    }
+                }
+            }
+        }
+        let paths = Arc::new(set.into_iter().collect::<Vec<_>>());
+        self.guarded = Some((generation, Arc::clone(&paths)));
+        Ok(paths)
     }
 
     /// Fold a plain evaluation's labels — every test ground in view: `(tick, ground, decision,

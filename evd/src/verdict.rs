@@ -30,6 +30,8 @@ pub enum Label {
     Stale(StaleKind),
     Unproven,
     SilentlyUnbound,
+    /// A green whose tracked `triggered_by` paths have uncommitted changes (0.1.32).
+    Dirty,
     Exempt,
     Memo,
     NotApplicable,
@@ -46,6 +48,7 @@ impl Label {
             Label::Stale(_) => "stale",
             Label::Unproven => "unproven",
             Label::SilentlyUnbound => "silently-unbound",
+            Label::Dirty => "dirty",
             Label::Exempt => "exempt",
             Label::Memo => "memo",
             Label::NotApplicable => "n/a",
@@ -66,7 +69,7 @@ impl Label {
     pub fn gates(self) -> bool {
         !matches!(
             self,
-            Label::Green | Label::NotApplicable | Label::Exempt | Label::Memo
+            Label::Green | Label::NotApplicable | Label::Exempt | Label::Memo | Label::Dirty
         )
     }
 
@@ -87,7 +90,7 @@ impl Label {
             Label::Stale(_) => 4,
             Label::NotRun => 3,
             Label::Unproven => 2,
-            Label::Memo => 1,
+            Label::Memo | Label::Dirty => 1,
             Label::Green | Label::Exempt | Label::NotApplicable => 0,
         }
     }
@@ -235,12 +238,50 @@ pub fn evaluate(
     verdict(Label::Green)
 }
 
+/// What git says about one ground beyond its receipts, asked only when the verdict needs it.
+pub trait GitSays {
+    /// Did a commit between `verified_at_sha` and the staleness reference touch the ground's
+    /// `triggered_by` paths? A git failure counts as yes (0.1.29's diff-aware staleness).
+    fn touched_since_verified(&mut self) -> bool;
+    /// Has a tracked `triggered_by` path an uncommitted change? A git failure counts as no
+    /// (0.1.32's `dirty`).
+    fn uncommitted(&mut self) -> bool;
+}
+
+/// [`evaluate`], then the two later rules of upstream 0.1.32, in its order:
+/// - a `stale` resting only on the reference sha is evaluated again without it when no commit
+///   since `verified_at_sha` touched the ground's triggers (0.1.29);
+/// - a `green` whose guarded paths have uncommitted changes reads `dirty` (0.1.32).
+pub fn evaluate_with_git(
+    check: Option<&Check>,
+    receipts: &[Receipt],
+    triggered: bool,
+    i: &Inputs,
+    git: &mut impl GitSays,
+) -> Verdict {
+    let mut v = evaluate(check, receipts, triggered, i);
+    if v.label == Label::Stale(StaleKind::Sha) && !git.touched_since_verified() {
+        let unreferenced = Inputs {
+            reference_sha: None,
+            ..i.clone()
+        };
+        v = evaluate(check, receipts, triggered, &unreferenced);
+    }
+    if v.label == Label::Green && git.uncommitted() {
+        v.label = Label::Dirty;
+    }
+    v
+}
+
 /// The gate-time locks (§6.6): a detect-only tick, then an agent proposal, never gates. Returns
 /// the final label and, when a lock replaced it, the reason shown in the rich form.
 pub fn lock(tick: &Tick, label: Label) -> (Label, Option<String>) {
     let mut out = (label, None);
     if tick.is_detect_only()
-        && !matches!(label, Label::Green | Label::NotApplicable | Label::Exempt)
+        && !matches!(
+            label,
+            Label::Green | Label::NotApplicable | Label::Exempt | Label::Dirty
+        )
     {
         out = (
             Label::Memo,
@@ -253,7 +294,7 @@ pub fn lock(tick: &Tick, label: Label) -> (Label, Option<String>) {
     if tick.is_agent_proposed()
         && !matches!(
             out.0,
-            Label::Green | Label::NotApplicable | Label::Exempt | Label::Memo
+            Label::Green | Label::NotApplicable | Label::Exempt | Label::Memo | Label::Dirty
         )
     {
         out = (
@@ -277,6 +318,11 @@ pub fn detail(label: Label, missing: &[String], receipts: &[Receipt]) -> String 
             "a triggering change landed after the last run".into()
         }
         Label::Stale(StaleKind::Age) => "deciding receipt older than the staleness window".into(),
+        Label::Dirty => {
+            "verified against a dirty worktree — uncommitted change on a guarded path; \
+                         commit + re-run to confirm"
+                .into()
+        }
         _ => match latest(receipts) {
             Some(r) => format!("ran {}", r.ran_at),
             None => "no receipt".into(),

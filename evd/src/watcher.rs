@@ -29,6 +29,8 @@ pub struct Changes {
     pub git: bool,
     /// A directory under `refs/` came or went: the set of watched ref directories is redone.
     pub ref_dirs: bool,
+    /// A guarded file of the work tree, or git's index, changed (`dirty`).
+    pub worktree: bool,
     /// Events were lost or a watched directory went away: re-evaluate everything.
     pub rescan: bool,
 }
@@ -46,6 +48,7 @@ impl Changes {
         self.config |= other.config;
         self.git |= other.git;
         self.ref_dirs |= other.ref_dirs;
+        self.worktree |= other.worktree;
         self.rescan |= other.rescan;
     }
 }

@@ -70,6 +70,14 @@ pub fn canonical_payload(
     crate::json::compact(&hashed_value(decision, observe, grounds, parent_id))
 }
 
+/// The whole SHA-256 of `bytes`, 64 lowercase hex characters.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// First 12 lowercase hex characters of SHA-256 over `bytes`.
 pub fn hex12(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";

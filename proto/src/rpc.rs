@@ -1549,7 +1549,7 @@ pub fn severity(label: &str, gating: bool) -> u8 {
         l if l.starts_with("stale") => 4,
         "not-run" => 3,
         "unproven" => 2,
-        "memo" => 1,
+        "memo" | "dirty" => 1,
         _ => 0,
     };
     base + if gating { 10 } else { 0 }

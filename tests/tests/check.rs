@@ -1,4 +1,4 @@
-//! `check` against upstream ev 0.1.27: twin git repositories with identical commits (fixed dates)
+//! `check` against upstream ev 0.1.32: twin git repositories with identical commits (fixed dates)
 //! hold the same ticks, receipts, selected-list and config; every step must give the same stdout,
 //! stderr and exit code through the real evctl → evd path, and the same state files and events
 //! (modulo their timestamps). `check --run` executes real shell selectors on both sides.
@@ -509,7 +509,16 @@ fn staleness_reference_policies_match_upstream() {
         git(d, &["push", "-q", "-u", "origin", "main"]);
     }
     t.step(&["check"]);
+    // The origin moves past verified_at_sha by a commit the binding's triggers do not cover:
+    // 0.1.29's diff-aware staleness keeps it green.
     t.commit("b.txt");
+    for d in t.dirs() {
+        git(d, &["push", "-q", "origin", "main"]);
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert!(r.stdout.starts_with("green\t"), "{}", r.stdout);
+    // One that touches a.txt keeps it stale for good.
+    t.commit("a.txt");
     for d in t.dirs() {
         git(d, &["push", "-q", "origin", "main"]);
     }
@@ -528,6 +537,118 @@ fn staleness_reference_policies_match_upstream() {
         "staleness_ref = \"loacl-head\"\nstaleness_days = 0\n",
     );
     t.step(&["check", "--offline"]);
+    t.same_results();
+}
+
+/// 0.1.29's diff-aware staleness and 0.1.32's `dirty`, under `local-head`: a commit elsewhere
+/// keeps a binding green, an uncommitted edit (staged or not, a deletion, a rename) to a tracked
+/// guarded path reads `dirty` (non-gating, attention style, its own tally bucket, no tip), an
+/// untracked file does not, and committing the edit makes the binding stale for good.
+#[test]
+fn diff_aware_staleness_and_dirty_match_upstream() {
+    let t = Twins::new("staleness_days = 7\nstaleness_ref = \"local-head\"\n");
+    for d in t.dirs() {
+        std::fs::create_dir_all(d.join("db")).expect("mkdir");
+        std::fs::write(d.join("db/schema.sql"), "create\n").expect("write");
+        std::fs::write(d.join("a.txt"), "a\n").expect("write");
+        git(d, &["add", "db/schema.sql", "a.txt"]);
+        git(d, &["commit", "-q", "-m", "files"]);
+    }
+    decide(
+        &t,
+        "guarded by a file",
+        &[ground("file holds", "t-file", &["local"], "a.txt")],
+        &[],
+    );
+    decide(
+        &t,
+        "guarded by a directory",
+        &[ground("dir holds", "t-dir", &["local"], "db")],
+        &[],
+    );
+    decide(
+        &t,
+        "guarded by a glob",
+        &[ground("glob holds", "t-glob", &["local"], "*.sql")],
+        &[],
+    );
+    let c = t.head();
+    let now = now_utc();
+    for sel in ["t-file", "t-dir", "t-glob"] {
+        t.put(
+            &key(sel),
+            &receipt(sel, "local", &c, &now, "green", Some(true)),
+        );
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert_eq!(r.stdout.matches("green\t").count(), 3, "{}", r.stdout);
+    // HEAD moves by a commit no trigger covers: still green (0.1.27 read stale here).
+    t.commit("README");
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert_eq!(r.stdout.matches("green\t").count(), 3, "{}", r.stdout);
+    t.same_results();
+    // An untracked file under a guarded directory is not a change to a tracked path.
+    for d in t.dirs() {
+        std::fs::write(d.join("db/new.sql"), "new\n").expect("write");
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert_eq!(r.stdout.matches("green\t").count(), 3, "{}", r.stdout);
+    // An unstaged edit: the directory and the glob read dirty; exit 0 all the same.
+    for d in t.dirs() {
+        std::fs::write(d.join("db/schema.sql"), "create or replace\n").expect("write");
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.stdout.matches("dirty\t").count(), 2, "{}", r.stdout);
+    t.step(&["check", "--color", "always"]);
+    t.same_results();
+    // Staged, then a guarded file deleted and another renamed.
+    for d in t.dirs() {
+        git(d, &["add", "db/schema.sql"]);
+    }
+    t.step(&["check"]);
+    for d in t.dirs() {
+        git(d, &["mv", "a.txt", "b.txt"]);
+    }
+    let r = t.step(&["check", "--color", "always"]);
+    assert!(
+        !r.stdout.contains("tip:"),
+        "dirty alone asks nothing: {}",
+        r.stdout
+    );
+    let r = t.step(&["check"]);
+    let ids: Vec<String> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.split('\t').nth(1))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(r.stdout.matches("dirty\t").count(), 3, "{}", r.stdout);
+    for id in &ids {
+        t.step(&["reopen", id]);
+        t.step(&["reopen", id, "--color", "always"]);
+    }
+    t.same_results();
+    // A red with a dirty: one gating, one non-gating, and the tip.
+    let now = now_utc();
+    t.append(
+        &key("t-glob"),
+        &receipt("t-glob", "local", &c, &now, "red", Some(true)),
+    );
+    let r = t.step(&["check", "--color", "always", "--exit-on-red"]);
+    assert_eq!(r.code, 1);
+    t.same_results();
+    // Committed: the edit is history now, past verified_at_sha: stale.
+    for d in t.dirs() {
+        git(d, &["commit", "-q", "-m", "edit"]);
+    }
+    let r = t.step(&["check", "--exit-on-red"]);
+    assert!(
+        r.stdout.contains("verified_at_sha behind live origin"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.code, 1);
     t.same_results();
 }
 

@@ -166,7 +166,7 @@ fn a_commit_is_blocked_exactly_when_check_would_fail_and_told_what_it_changes() 
     let r = commit(&w, &fx, &[], &[]);
     assert_eq!(r.code, 0, "{r:?}");
     let said = format!(
-        "evctl: you are changing db/schema.sql, which decision {} guards (green at {}); its check will read stale after this commit",
+        "evctl: you are changing db/schema.sql, which decision {} guards (dirty; last ran green at {}); its check will read stale after this commit",
         fx.schema,
         &before[..7]
     );
@@ -214,7 +214,7 @@ fn a_commit_is_blocked_exactly_when_check_would_fail_and_told_what_it_changes() 
     );
     assert!(
         lines[2].starts_with(&format!(
-            "evctl: you are changing db/schema.sql, which decision {} guards (green at",
+            "evctl: you are changing db/schema.sql, which decision {} guards (dirty; last ran green at",
             fx.schema
         )),
         "{r:?}"
@@ -586,7 +586,7 @@ fn a_linked_worktree_shares_the_hooks_and_gates_its_own_commits() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stderr.contains(&format!(
-            "you are changing db/schema.sql, which decision {} guards (green at",
+            "you are changing db/schema.sql, which decision {} guards (dirty; last ran green at",
             fx.schema
         )),
         "{r:?}"
@@ -622,7 +622,7 @@ fn a_store_in_a_subdirectory_is_gated_with_paths_as_git_shows_them() {
     let line = v["lines"][0].as_str().unwrap_or_default();
     assert!(
         line.starts_with(&format!(
-            "evctl: you are changing svc/api/routes.rs, which decision {} guards (green at",
+            "evctl: you are changing svc/api/routes.rs, which decision {} guards (dirty; last ran green at",
             fx.api
         )),
         "{v}"

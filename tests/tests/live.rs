@@ -414,7 +414,68 @@ fn never_behind(w: &World) -> Repo {
         after.contains("(deciding receipt older than the staleness window)"),
         "{after}"
     );
+
+    // The work tree (0.1.32's `dirty`): an edit to the tracked trigger, saved and not
+    // committed, is in the very next answer; so are its revert, its staging and its commit.
+    set_config(&repo, "staleness_days = 0", "staleness_days = 7");
+    append_receipt(&repo, &repo.head());
+    assert!(rows(w).contains("green\t"));
+    let deps = repo.path().join("deps.txt");
+    std::fs::write(&deps, "redis\nmemcached\n").expect("edit");
+    assert!(rows(w).contains("dirty\t"));
+    std::fs::write(&deps, "redis\n").expect("revert");
+    assert!(rows(w).contains("green\t"));
+    std::fs::write(&deps, "memcached\n").expect("edit");
+    git(&repo, &["add", "deps.txt"]);
+    assert!(rows(w).contains("dirty\t"));
+    git(&repo, &["commit", "-q", "-m", "swap the cache"]);
+    let committed = rows(w);
+    assert!(committed.contains("stale\t"), "{committed}");
     repo
+}
+
+/// An edit saved to a guarded file flips green to `dirty` in the state file and on `evctl
+/// watch` with no command run, and back when it is reverted; a commit of the edit makes it
+/// stale.
+#[test]
+fn a_saved_edit_to_a_guarded_file_reads_dirty_without_a_command() {
+    let w = World::new();
+    let (repo, id) = setup(&w);
+    std::fs::write(repo.path().join("deps.txt"), "redis\n").expect("write");
+    git(&repo, &["add", "deps.txt"]);
+    git(&repo, &["commit", "-q", "-m", "deps"]);
+    append_receipt(&repo, &repo.head());
+    let r = w.evctl(repo.path(), &["check"]).ok();
+    assert!(r.stdout.starts_with("green\t"), "{r:?}");
+    let watch = Watch::start(&w, &repo);
+    std::thread::sleep(Duration::from_millis(300));
+
+    // As an editor saves: a new file renamed over the old one.
+    let save = |text: &str| {
+        let tmp = repo.path().join(".deps.txt.swp");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, repo.path().join("deps.txt")).expect("rename");
+    };
+    save("redis\nmemcached\n");
+    let v = watch.expect("dirty");
+    assert_eq!(v["tick_id"], id.as_str());
+    assert_eq!(v["old"], "green");
+    assert!(wait_until(Duration::from_secs(10), || {
+        state_verdict(&repo, &id).as_deref() == Some("dirty")
+    }));
+    save("redis\n");
+    watch.expect("green");
+    assert!(wait_until(Duration::from_secs(10), || {
+        state_verdict(&repo, &id).as_deref() == Some("green")
+    }));
+    // Edited in place this time, then committed: stale (a triggering change after the run).
+    std::fs::write(repo.path().join("deps.txt"), "memcached\n").expect("write");
+    watch.expect("dirty");
+    git(&repo, &["commit", "-q", "-am", "memcached"]);
+    watch.expect("stale");
+    assert!(wait_until(Duration::from_secs(10), || {
+        state_verdict(&repo, &id).as_deref() == Some("stale")
+    }));
 }
 
 #[test]

@@ -241,8 +241,21 @@ fn diagnostics_hover_actions_and_commands_through_the_daemon() {
         .expect("answer");
     assert_eq!(r["error"]["code"], -32602, "{r}");
 
-    // A commit touching the trigger makes the schema's run stale: pushed, no request.
+    // Saving an edit to the guarded file reads `dirty` (0.1.32) as soon as it is on disk:
+    // pushed, no request.
     std::fs::write(p.join("db/schema.sql"), "create table t(x int, y int);\n").expect("write");
+    let t = Instant::now();
+    let d = diagnostics(&mut c, &schema, 2);
+    eprintln!("dirty after the save in {:?}", t.elapsed());
+    assert!(
+        d[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("reads dirty")),
+        "{d:?}"
+    );
+    assert_eq!(d[0]["severity"], 2, "a warning: {d:?}");
+
+    // A commit touching the trigger makes the schema's run stale: pushed, no request.
     git(p, &["commit", "-q", "-am", "touch the schema"]);
     let t = Instant::now();
     let d = diagnostics(&mut c, &schema, 2);

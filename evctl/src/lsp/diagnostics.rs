@@ -212,6 +212,8 @@ pub mod tests {
         assert_eq!(sev("unproven", true), DiagnosticSeverity::WARNING);
         assert_eq!(sev("silently-unbound", true), DiagnosticSeverity::WARNING);
         assert_eq!(sev("memo", false), DiagnosticSeverity::INFORMATION);
+        // A green run against uncommitted files: never gating, but shown (0.1.32).
+        assert_eq!(sev("dirty", false), DiagnosticSeverity::WARNING);
         assert_eq!(sev("green", false), DiagnosticSeverity::HINT);
     }
 

@@ -18,10 +18,12 @@ use serde_json::{Map, Value};
 
 use crate::check_memo::{Basis, Evaluation, EventLine, TickPart};
 use crate::fsio;
+use crate::git_ranges::{self, Answers, Range};
 use crate::receipts::{Receipt, RunResult};
 use crate::store::Store;
 use crate::verdict::{self, Inputs, Label};
-use crate::verdict_inputs::{cached_origin, read_selected, triggered_since};
+use crate::verdict_inputs::{cached_origin, read_selected};
+use crate::worktree::Uncommitted;
 
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
@@ -223,6 +225,10 @@ fn basis(
         store.state_watch.ensure(&mut store.state_written);
     }
     let state = store.state_watch.sync(&mut store.state_written);
+    let root = store.root().to_path_buf();
+    let head = git_head(&mut store.git, &root);
+    let guarded = store.guarded_paths()?;
+    let uncommitted = store.worktree.uncommitted(&root, head.as_deref(), &guarded);
     Ok(Basis {
         offline,
         attest,
@@ -230,10 +236,8 @@ fn basis(
         staleness_days: config.staleness_days,
         reference,
         selected: read_selected(&store.results_dir()),
-        head: {
-            let root = store.root().to_path_buf();
-            git_head(&mut store.git, &root)
-        },
+        head,
+        uncommitted,
         ticks: store.ticks_generation(),
         receipts: store.receipts.generation(),
         state,
@@ -248,6 +252,7 @@ fn refuse_on_git_timeouts(store: &mut Store) -> Result<(), Refusal> {
         return Ok(());
     };
     store.memos.clear();
+    store.forget_ranges();
     std::mem::take(&mut store.pending_changes);
     Err(Refusal::io(format!(
         "git did not answer in time: `{first}` ran past {} s and was stopped{}, so the verdicts \
@@ -426,6 +431,14 @@ fn evaluate(
         (Some(p), Some(_)) => p.parts.iter().map(|t| (t.file.as_str(), t)).collect(),
         _ => std::collections::HashMap::new(),
     };
+    // The work tree's changes that moved since the prior evaluation: a part whose triggers
+    // cover one of them is evaluated again. Unknown on either side: every part is.
+    let moved: Option<Vec<String>> = match (prior.map(|p| &p.uncommitted), &basis.uncommitted) {
+        (None, _) => Some(Vec::new()),
+        (Some(Some(a)), Some(b)) => Some(a.difference(b).into_iter().map(str::to_string).collect()),
+        (Some(None), None) => Some(Vec::new()),
+        _ => None,
+    };
     let inputs = Inputs {
         reference_sha: basis.reference.as_deref(),
         attest: basis.attest.as_deref(),
@@ -433,8 +446,8 @@ fn evaluate(
         now,
         staleness_days: basis.staleness_days,
     };
-    let mut memo = store.take_trigger_memo(basis.head.as_deref());
     let root = store.root().to_path_buf();
+    let mut git = GitFacts::take(store, basis, root.clone());
     // Which ticks keep their part, and which are evaluated again.
     let plan: Vec<_> = view
         .iter()
@@ -442,9 +455,13 @@ fn evaluate(
         .map(|(file, tick)| {
             let kept = reusable.get(file.as_str()).copied().filter(|p| {
                 Arc::ptr_eq(&p.tick, tick)
+                    && !p.volatile
                     && changed
                         .as_ref()
                         .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k)))
+                    && moved
+                        .as_ref()
+                        .is_some_and(|m| m.is_empty() || !guards_any(tick, m))
                     && store.state_written.contains_key(tick.id.as_str())
             });
             (file, tick, kept)
@@ -454,7 +471,7 @@ fn evaluate(
         .iter()
         .filter(|(_, _, kept)| kept.is_none())
         .map(|(_, t, _)| *t);
-    ask_triggers(store, fresh, &mut memo, &root);
+    git.ask_ahead(store, fresh, basis);
     let mut parts = Vec::with_capacity(plan.len());
     let mut complete = true;
     for (file, tick, kept) in plan {
@@ -462,7 +479,7 @@ fn evaluate(
             parts.push(Arc::clone(p));
             continue;
         }
-        let (part, graded) = evaluate_tick(store, file, tick, &inputs, &mut memo, &root);
+        let (part, graded) = evaluate_tick(store, file, tick, &inputs, &mut git);
         complete &= write_state(
             store,
             tick,
@@ -476,7 +493,7 @@ fn evaluate(
     // An answer from a git that overran is no answer: nothing learnt in this pass is kept.
     let timeouts = crate::child::take_timeouts();
     if timeouts.is_empty() {
-        store.keep_trigger_memo(basis.head.clone(), memo);
+        git.give_back(store, record);
     } else {
         crate::child::note_timeouts(timeouts);
     }
@@ -501,82 +518,216 @@ fn evaluate(
         let changes = store.update_verdicts(&seen);
         store.pending_changes.extend(changes);
     }
-    Ok(Evaluation::new(parts, complete, basis.receipts))
+    Ok(Evaluation::new(
+        parts,
+        complete,
+        basis.receipts,
+        basis.uncommitted.clone(),
+    ))
 }
 
-/// Answer, in parallel, every trigger question (did a change to a ground's `triggered_by` paths
-/// land after its latest run?) that evaluating `ticks` will ask and `memo` cannot answer yet.
-/// Each is a `git rev-list` process; a store's first check asks thousands.
-fn ask_triggers<'t>(
-    store: &mut Store,
-    ticks: impl Iterator<Item = &'t Arc<Tick>>,
-    memo: &mut crate::store::TriggerAnswers,
-    root: &Path,
-) {
-    let mut todo: Vec<(String, Vec<String>)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for tick in ticks {
-        for g in &tick.grounds {
-            let Some(Check::Test {
-                reference,
-                liveness,
-                ..
-            }) = &g.check
-            else {
-                continue;
-            };
-            let recs = store.receipts.get(reference);
-            let Some(r) = verdict::latest(recs.iter()) else {
-                continue;
-            };
-            let paths = liveness.triggered_by.as_slice();
-            let known = memo
-                .get(r.commit.as_str())
-                .is_some_and(|m| m.contains_key(paths));
-            if !known && seen.insert((r.commit.clone(), paths.to_vec())) {
-                todo.push((r.commit.clone(), paths.to_vec()));
-            }
+/// Whether one of `tick`'s test grounds has a trigger covering one of `paths`.
+fn guards_any(tick: &Tick, paths: &[String]) -> bool {
+    tick.grounds.iter().any(|g| match &g.check {
+        Some(Check::Test { liveness, .. }) => {
+            !git_ranges::plain_paths(&liveness.triggered_by)
+                || paths.iter().any(|p| {
+                    liveness
+                        .triggered_by
+                        .iter()
+                        .any(|t| proto::pathspec::covers(t, p))
+                })
+        }
+        _ => false,
+    })
+}
+
+/// What git says during one evaluation: the range answers against HEAD (trigger liveness) and
+/// against the staleness reference (diff-aware staleness) — one map when they are the same
+/// commit — and the work tree's changes.
+struct GitFacts {
+    root: std::path::PathBuf,
+    head: Option<String>,
+    reference: Option<String>,
+    at_head: Answers,
+    /// `None` when the reference is HEAD (or there is none): `at_head` answers for both.
+    at_reference: Option<Answers>,
+    uncommitted: Option<Arc<Uncommitted>>,
+    /// Grounds asked upstream's way (`git status -- <paths>`), by their paths.
+    direct: std::collections::HashMap<Vec<String>, bool>,
+    learnt: bool,
+}
+
+impl GitFacts {
+    fn take(store: &mut Store, basis: &Basis, root: std::path::PathBuf) -> GitFacts {
+        let head = basis.head.clone();
+        let reference = basis.reference.clone().filter(|r| is_40_lower_hex(r));
+        let at_head = head
+            .as_deref()
+            .map(|h| store.take_ranges(h))
+            .unwrap_or_default();
+        let at_reference = reference
+            .as_deref()
+            .filter(|r| head.as_deref() != Some(*r))
+            .map(|r| store.take_ranges(r));
+        GitFacts {
+            root,
+            head,
+            reference: basis.reference.clone(),
+            at_head,
+            at_reference,
+            uncommitted: basis.uncommitted.clone(),
+            direct: std::collections::HashMap::new(),
+            learnt: false,
         }
     }
-    if todo.is_empty() {
-        return;
+
+    /// Hand the answers back to the store; `persist` (a real check, never a background pass)
+    /// writes them for the next start.
+    fn give_back(self, store: &mut Store, persist: bool) {
+        if let (Some(r), Some(answers)) = (self.reference, self.at_reference) {
+            // Written once, with HEAD's below.
+            store.keep_ranges(r, answers, self.learnt, false);
+        }
+        if let Some(h) = self.head {
+            store.keep_ranges(h, self.at_head, self.learnt, persist);
+        }
     }
-    // Mostly waiting on process start-up: a few more workers than cores.
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get() * 2)
-        .unwrap_or(2)
-        .clamp(1, 8);
-    let chunk = todo.len().div_ceil(workers).max(16);
-    let answers: Vec<bool> = std::thread::scope(|scope| {
-        let handles: Vec<_> = todo
-            .chunks(chunk)
-            .map(|c| {
-                scope.spawn(move || {
-                    let answers = c
-                        .iter()
-                        .map(|(commit, paths)| triggered_since(root, commit, paths))
-                        .collect::<Vec<bool>>();
-                    (answers, crate::child::take_timeouts())
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                // A worker that panicked answers nothing: those questions are asked again, one
-                // by one, when the ticks are evaluated.
-                let (answers, timeouts) = h.join().unwrap_or_default();
-                // The request's thread learns which git children overran.
-                crate::child::note_timeouts(timeouts);
-                answers
-            })
-            .collect()
-    });
-    if answers.len() != todo.len() {
-        return;
+
+    /// The memo and tip for questions against HEAD (`reference == false`) or the reference.
+    fn memo(&mut self, reference: bool) -> (Option<&str>, &mut Answers) {
+        if reference {
+            match self.at_reference.as_mut() {
+                Some(m) => (self.reference.as_deref(), m),
+                None => (self.reference.as_deref(), &mut self.at_head),
+            }
+        } else {
+            (self.head.as_deref(), &mut self.at_head)
+        }
     }
-    for ((commit, paths), answer) in todo.into_iter().zip(answers) {
-        memo.entry(commit).or_default().insert(paths, answer);
+
+    /// `git rev-list <base>..<tip> -- <paths>`, remembered; the tip is HEAD, or the reference.
+    /// With no HEAD (not a repository, an unborn branch), git is asked about `HEAD` itself, as
+    /// upstream does.
+    fn range(&mut self, reference: bool, base: &str, paths: &[String]) -> Range {
+        let root = self.root.clone();
+        let (tip, memo) = self.memo(reference);
+        let Some(tip) = tip.map(str::to_string) else {
+            return git_ranges::ask(&root, base, "HEAD", paths);
+        };
+        if let Some(&r) = memo.get(base).and_then(|m| m.get(paths)) {
+            return r;
+        }
+        let r = git_ranges::ask(&root, base, &tip, paths);
+        memo.entry(base.to_string())
+            .or_default()
+            .insert(paths.to_vec(), r);
+        self.learnt = true;
+        r
+    }
+
+    /// Ask, in parallel, every range question evaluating `ticks` will ask that the memos cannot
+    /// answer yet: a store's first check asks thousands, each a `git rev-list` process.
+    fn ask_ahead<'t>(
+        &mut self,
+        store: &mut Store,
+        ticks: impl Iterator<Item = &'t Arc<Tick>>,
+        basis: &Basis,
+    ) {
+        let mut todo: [Vec<(String, Vec<String>)>; 2] = [Vec::new(), Vec::new()];
+        let mut seen = std::collections::HashSet::new();
+        for tick in ticks {
+            for g in &tick.grounds {
+                let Some(Check::Test {
+                    reference,
+                    verified_at_sha,
+                    liveness,
+                    ..
+                }) = &g.check
+                else {
+                    continue;
+                };
+                let paths = liveness.triggered_by.as_slice();
+                let mut want = |which: usize, base: &str, this: &mut GitFacts| {
+                    let (tip, memo) = this.memo(which == 1);
+                    if tip.is_none() || memo.get(base).is_some_and(|m| m.contains_key(paths)) {
+                        return;
+                    }
+                    let tip = tip.map(str::to_string);
+                    if seen.insert((tip, base.to_string(), paths.to_vec())) {
+                        todo[which].push((base.to_string(), paths.to_vec()));
+                    }
+                };
+                if basis
+                    .reference
+                    .as_deref()
+                    .is_some_and(|r| r != verified_at_sha)
+                {
+                    want(1, verified_at_sha, self);
+                }
+                let recs = store.receipts.get(reference);
+                if let Some(r) = verdict::latest(recs.iter()) {
+                    want(0, &r.commit, self);
+                }
+            }
+        }
+        for (which, todo) in todo.into_iter().enumerate() {
+            let root = self.root.clone();
+            let (tip, memo) = self.memo(which == 1);
+            let Some(tip) = tip.map(str::to_string) else {
+                continue;
+            };
+            // A worker that panicked answers nothing: those questions are asked again, one by
+            // one, when the ticks are evaluated.
+            let Some(answers) = git_ranges::ask_all(&root, &tip, &todo) else {
+                continue;
+            };
+            for ((base, paths), answer) in todo.into_iter().zip(answers) {
+                memo.entry(base).or_default().insert(paths, answer);
+            }
+            self.learnt = true;
+        }
+    }
+
+    /// Whether the work tree has uncommitted changes under `paths` (upstream's `git status
+    /// --porcelain --untracked-files=no -- <paths>`), and whether that was asked directly.
+    fn uncommitted(&mut self, paths: &[String]) -> (bool, bool) {
+        if paths.is_empty() {
+            return (false, false);
+        }
+        if git_ranges::plain_paths(paths) {
+            return (
+                self.uncommitted.as_ref().is_some_and(|u| u.touches(paths)),
+                false,
+            );
+        }
+        if let Some(&d) = self.direct.get(paths) {
+            return (d, true);
+        }
+        let d = crate::worktree::status_of(&self.root, paths);
+        self.direct.insert(paths.to_vec(), d);
+        (d, true)
+    }
+}
+
+/// One ground's view of [`GitFacts`], for the verdict engine.
+struct GroundGit<'g> {
+    git: &'g mut GitFacts,
+    verified: &'g str,
+    paths: &'g [String],
+    /// The work tree was asked directly.
+    direct: bool,
+}
+
+impl verdict::GitSays for GroundGit<'_> {
+    fn touched_since_verified(&mut self) -> bool {
+        self.git.range(true, self.verified, self.paths) != Range::Untouched
+    }
+
+    fn uncommitted(&mut self) -> bool {
+        let (dirty, direct) = self.git.uncommitted(self.paths);
+        self.direct |= direct;
+        dirty
     }
 }
 
@@ -586,8 +737,7 @@ fn evaluate_tick(
     file: &str,
     tick: &Arc<Tick>,
     inputs: &Inputs,
-    memo: &mut crate::store::TriggerAnswers,
-    root: &Path,
+    git: &mut GitFacts,
 ) -> (TickPart, Vec<Graded>) {
     let mut graded = Vec::with_capacity(tick.grounds.len());
     let mut rows = Vec::new();
@@ -596,12 +746,13 @@ fn evaluate_tick(
     let mut expires: Option<time::OffsetDateTime> = None;
     let mut test_labels = Vec::new();
     let mut replaced = Vec::new();
+    let mut volatile = false;
     for (gi, g) in tick.grounds.iter().enumerate() {
         let Some(Check::Test {
             reference,
             counter_test,
             liveness,
-            ..
+            verified_at_sha,
         }) = &g.check
         else {
             graded.push(Graded {
@@ -613,20 +764,17 @@ fn evaluate_tick(
         let key = proto::id::receipt_key(reference);
         let recs = store.receipts.get_keyed(&key, reference);
         keys.push(key);
-        let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
-            let paths = liveness.triggered_by.as_slice();
-            match memo.get(r.commit.as_str()).and_then(|m| m.get(paths)) {
-                Some(&known) => known,
-                None => {
-                    let answer = triggered_since(root, &r.commit, paths);
-                    memo.entry(r.commit.clone())
-                        .or_default()
-                        .insert(paths.to_vec(), answer);
-                    answer
-                }
-            }
-        });
-        let v = verdict::evaluate(g.check.as_ref(), &recs, triggered, inputs);
+        let paths = liveness.triggered_by.as_slice();
+        let triggered = verdict::latest(recs.iter())
+            .is_some_and(|r| git.range(false, &r.commit, paths) == Range::Touched);
+        let mut asker = GroundGit {
+            git,
+            verified: verified_at_sha,
+            paths,
+            direct: false,
+        };
+        let v = verdict::evaluate_with_git(g.check.as_ref(), &recs, triggered, inputs, &mut asker);
+        volatile |= asker.direct;
         if let Some(at) = v.expires {
             expires = Some(expires.map_or(at, |u| u.min(at)));
         }
@@ -682,6 +830,7 @@ fn evaluate_tick(
         events,
         keys,
         expires,
+        volatile,
     };
     (part, graded)
 }

@@ -9,7 +9,28 @@ use proto::Tick;
 use crate::store::Store;
 use crate::verbs::{lookup, Lookup};
 use crate::verdict::{self, Inputs};
-use crate::verdict_inputs::{cached_origin, read_receipts, read_selected, triggered_since};
+use crate::verdict_inputs::{
+    cached_origin, read_receipts, read_selected, touched_since_verified, triggered_since,
+};
+
+/// What git says about one ground, asked upstream's way (one process per question).
+struct AskGit<'a> {
+    root: &'a std::path::Path,
+    verified: &'a str,
+    reference: Option<&'a str>,
+    paths: &'a [String],
+}
+
+impl verdict::GitSays for AskGit<'_> {
+    fn touched_since_verified(&mut self) -> bool {
+        self.reference
+            .is_none_or(|r| touched_since_verified(self.root, self.verified, r, self.paths))
+    }
+
+    fn uncommitted(&mut self) -> bool {
+        crate::worktree::status_of(self.root, self.paths)
+    }
+}
 
 pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
     let tick = match lookup(store, id)? {
@@ -70,7 +91,13 @@ pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
                     let triggered = verdict::latest(&rs).is_some_and(|last| {
                         triggered_since(store.root(), &last.commit, &liveness.triggered_by)
                     });
-                    let v = verdict::evaluate(Some(c), &rs, triggered, &inputs);
+                    let mut git = AskGit {
+                        root: store.root(),
+                        verified: verified_at_sha,
+                        reference: origin.as_deref(),
+                        paths: &liveness.triggered_by,
+                    };
+                    let v = verdict::evaluate_with_git(Some(c), &rs, triggered, &inputs, &mut git);
                     row.check = "test".into();
                     row.reference = Some(reference.clone());
                     row.verified_at_sha = Some(verified_at_sha.clone());

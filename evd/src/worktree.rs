@@ -1,0 +1,392 @@
+//! Uncommitted changes to tracked files, for upstream 0.1.32's `dirty` verdict: a green whose
+//! tracked `triggered_by` paths differ from HEAD (staged or not) reads `dirty`.
+//!
+//! Upstream asks `git status --porcelain --untracked-files=no -- <paths>` once per green ground.
+//! evd asks once per evaluation for the whole work tree ([`status`]) and matches each ground's
+//! triggers against the answer with the same pathspec rules staleness uses; a ground whose
+//! triggers use pathspec magic or reach above the store's root is asked upstream's way
+//! ([`status_of`]).
+//!
+//! In the daemon the answer is kept while nothing it rests on moved ([`Worktree`]): the
+//! directories holding tracked files some trigger covers are watched (their guarded names only),
+//! with git's own directory (the index, HEAD). Those watches are drained at the start of every
+//! evaluation, so a save that finished before a request is always seen; a live listener on the
+//! same directories re-evaluates within the debounce, so the state files, `evctl watch` and the
+//! editor hear of it without anyone asking. Where the watches cannot be made (too many
+//! directories, no inotify, no live sink), git is asked on every evaluation.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use crate::dirwatch::{self, hub, Changes, DirWatch, Listener};
+
+/// At most this many directories are watched per store; past that, git is asked every time.
+pub const MAX_DIRS: usize = 512;
+/// A `git ls-files` or `git status` answer larger than this is not used.
+const MAX_OUTPUT: usize = 64 << 20;
+
+/// The tracked files with uncommitted changes, relative to the store's root (both sides of a
+/// staged rename), sorted. Files outside the root are left out: no plain trigger covers them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uncommitted {
+    pub paths: Vec<String>,
+}
+
+impl Uncommitted {
+    /// Whether any of `triggers` covers a changed file (upstream: `git status -- <triggers>`
+    /// prints something). An empty list never does.
+    pub fn touches(&self, triggers: &[String]) -> bool {
+        !triggers.is_empty()
+            && self
+                .paths
+                .iter()
+                .any(|p| triggers.iter().any(|t| proto::pathspec::covers(t, p)))
+    }
+
+    /// The paths in one of `self` and `other` but not both.
+    pub fn difference<'a>(&'a self, other: &'a Uncommitted) -> Vec<&'a str> {
+        let a: BTreeSet<&str> = self.paths.iter().map(String::as_str).collect();
+        let b: BTreeSet<&str> = other.paths.iter().map(String::as_str).collect();
+        a.symmetric_difference(&b).copied().collect()
+    }
+}
+
+/// `git -C root <args>`, repository-only (never the caller's git environment): raw stdout when
+/// git succeeded and the answer was not oversized.
+fn git_raw(root: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(root)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+    let out = crate::child::output(&mut cmd, crate::child::git_timeout()).ok()?;
+    (out.status.success() && out.stdout.len() <= MAX_OUTPUT).then_some(out.stdout)
+}
+
+/// Where the store's root sits in its repository: git's own directory, and the root's path
+/// from the top of the work tree (`""` or ending in `/`).
+fn locate(root: &Path) -> Option<(PathBuf, String)> {
+    let out = git_raw(root, &["rev-parse", "--absolute-git-dir", "--show-prefix"])?;
+    let text = String::from_utf8(out).ok()?;
+    let mut lines = text.split('\n');
+    let gitdir = PathBuf::from(lines.next()?);
+    let prefix = lines.next().unwrap_or("").to_string();
+    Some((gitdir, prefix))
+}
+
+/// Parse `git status --porcelain -z` output: every path named, both sides of a rename or copy.
+fn parse_porcelain(out: &[u8]) -> Option<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut fields = out.split(|&b| b == 0).filter(|f| !f.is_empty());
+    while let Some(entry) = fields.next() {
+        if entry.len() < 4 || entry[2] != b' ' {
+            return None;
+        }
+        let (x, y) = (entry[0], entry[1]);
+        paths.push(String::from_utf8(entry[3..].to_vec()).ok()?);
+        if matches!(x, b'R' | b'C') || matches!(y, b'R' | b'C') {
+            paths.push(String::from_utf8(fields.next()?.to_vec()).ok()?);
+        }
+    }
+    Some(paths)
+}
+
+/// The whole work tree's uncommitted tracked changes, one git process (plus one to locate the
+/// root). `None` when git cannot say (not a repository, a failure): nothing reads dirty then, as
+/// upstream's failing `git status` makes nothing dirty.
+pub fn status(root: &Path) -> Option<Uncommitted> {
+    let (_, prefix) = locate(root)?;
+    status_at(root, &prefix)
+}
+
+fn status_at(root: &Path, prefix: &str) -> Option<Uncommitted> {
+    let out = git_raw(
+        root,
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=no",
+        ],
+    )?;
+    let mut paths: Vec<String> = parse_porcelain(&out)?
+        .into_iter()
+        .filter_map(|p| p.strip_prefix(prefix).map(str::to_string))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    Some(Uncommitted { paths })
+}
+
+/// Upstream's own question for one ground: does `git status --porcelain --untracked-files=no
+/// -- <paths>` print anything? A failure or an empty list is no.
+pub fn status_of(root: &Path, paths: &[String]) -> bool {
+    if paths.is_empty() {
+        return false;
+    }
+    let mut args = vec![
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+    ];
+    args.extend(paths.iter().map(String::as_str));
+    git_raw(root, &args).is_some_and(|out| !out.iter().all(u8::is_ascii_whitespace))
+}
+
+/// Called (on the watch hub's thread) when a guarded file or git's index changed.
+pub type Sink = Arc<dyn Fn() + Send + Sync>;
+
+/// What the watches saw since the last look.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Nothing,
+    /// A guarded file changed: ask git again.
+    Files,
+    /// The index or HEAD changed, or events were lost: find the guarded files again too.
+    Index,
+}
+
+/// The watches on one store's guarded files.
+struct Watched {
+    /// The triggers they were made for.
+    triggers: Vec<String>,
+    prefix: String,
+    /// Git's own directory (drained for `index`, `HEAD`), and its live listener.
+    gitdir: (DirWatch, Option<DirWatch>),
+    /// Each directory holding guarded files: drained, live, and the guarded names in it.
+    dirs: Vec<(DirWatch, Option<DirWatch>, Arc<HashSet<String>>)>,
+}
+
+impl Watched {
+    fn look(&mut self) -> Seen {
+        let mut seen = Seen::Nothing;
+        match self.gitdir.0.drain() {
+            Changes::Quiet => {}
+            Changes::Rescan => return Seen::Index,
+            Changes::Names(n) => {
+                if n.iter().any(|n| n == "index" || n == "HEAD") {
+                    seen = Seen::Index;
+                }
+            }
+        }
+        for (w, _, names) in &mut self.dirs {
+            match w.drain() {
+                Changes::Quiet => {}
+                Changes::Rescan => seen = Seen::Index,
+                Changes::Names(n) => {
+                    if seen == Seen::Nothing && n.iter().any(|n| names.contains(n)) {
+                        seen = Seen::Files;
+                    }
+                }
+            }
+        }
+        seen
+    }
+}
+
+/// A store's view of its work tree: the last answer and what keeps it honest.
+#[derive(Default)]
+pub struct Worktree {
+    /// The last whole-tree answer, with the HEAD it was read at.
+    known: Option<(Option<String>, Option<Arc<Uncommitted>>)>,
+    watched: Option<Watched>,
+    /// Why the guarded files are not watched, when they are not.
+    unwatched: Option<String>,
+    sink: Option<Sink>,
+    /// git processes spawned, for the bench and tests.
+    pub asked: u64,
+}
+
+impl std::fmt::Debug for Worktree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worktree")
+            .field("known", &self.known)
+            .field("watched", &self.watched.as_ref().map(|w| w.dirs.len()))
+            .field("unwatched", &self.unwatched)
+            .finish()
+    }
+}
+
+fn live(dir: &Path, names: Option<Arc<HashSet<String>>>, sink: &Sink) -> Option<DirWatch> {
+    let sink = Arc::clone(sink);
+    let listener: Listener = Arc::new(move |c: dirwatch::Changes| {
+        let relevant = match (&c, &names) {
+            (Changes::Quiet, _) => false,
+            (Changes::Rescan, _) => true,
+            (Changes::Names(n), Some(names)) => n.iter().any(|n| names.contains(n)),
+            (Changes::Names(n), None) => n.iter().any(|n| n == "index" || n == "HEAD"),
+        };
+        if relevant {
+            sink();
+        }
+    });
+    hub().watch(dir, Some(listener)).ok()
+}
+
+impl Worktree {
+    /// Watch guarded files from now on, telling `sink` when one changes. Without a sink nothing
+    /// is watched and git is asked on every evaluation.
+    pub fn set_sink(&mut self, sink: Option<Sink>) {
+        self.sink = sink;
+        self.watched = None;
+        self.known = None;
+    }
+
+    /// Forget everything (the store's watches were lost).
+    pub fn reset(&mut self) {
+        self.watched = None;
+        self.known = None;
+    }
+
+    /// Why the work tree is asked afresh on every evaluation, if it is.
+    pub fn unwatched(&self) -> Option<&str> {
+        self.unwatched.as_deref()
+    }
+
+    /// The uncommitted tracked changes under the store's `root` now, HEAD being `head`, for
+    /// grounds whose (plain) triggers are `triggers`: the last answer while the watches say
+    /// nothing it rests on moved, else git's. `None` when git cannot say.
+    pub fn uncommitted(
+        &mut self,
+        root: &Path,
+        head: Option<&str>,
+        triggers: &[String],
+    ) -> Option<Arc<Uncommitted>> {
+        if triggers.is_empty() {
+            self.watched = None;
+            self.known = None;
+            return Some(Arc::new(Uncommitted::default()));
+        }
+        let seen = match &mut self.watched {
+            Some(w) if w.triggers == triggers => w.look(),
+            _ => Seen::Index,
+        };
+        if seen == Seen::Nothing {
+            if let Some((at, answer)) = &self.known {
+                if at.as_deref() == head {
+                    return answer.clone();
+                }
+            }
+        }
+        if seen == Seen::Index {
+            self.watched = None;
+            self.watch(root, triggers);
+        }
+        let answer = match &self.watched {
+            Some(w) => {
+                let prefix = w.prefix.clone();
+                status_at(root, &prefix)
+            }
+            None => {
+                self.asked += 1;
+                status(root)
+            }
+        }
+        .map(Arc::new);
+        self.asked += 1;
+        if self.watched.is_some() {
+            self.known = Some((head.map(str::to_string), answer.clone()));
+        } else {
+            self.known = None;
+        }
+        answer
+    }
+
+    /// Watch git's directory and every directory holding a tracked file one of `triggers`
+    /// covers, before git is asked (so nothing that changes after the answer goes unseen).
+    fn watch(&mut self, root: &Path, triggers: &[String]) {
+        let Some(sink) = self.sink.clone() else {
+            self.unwatched = Some("not watched by a daemon".into());
+            return;
+        };
+        let made = (|| -> Result<Watched, String> {
+            let (gitdir, prefix) = locate(root).ok_or("not a git work tree")?;
+            self.asked += 1;
+            let drained = DirWatch::new(&gitdir).map_err(|e| e.0)?;
+            let gitdir_live = live(&gitdir, None, &sink);
+            let listed = git_raw(root, &["ls-files", "-z"]).ok_or("git ls-files failed")?;
+            self.asked += 1;
+            let mut by_dir: HashMap<PathBuf, HashSet<String>> = HashMap::new();
+            for f in listed.split(|&b| b == 0).filter(|f| !f.is_empty()) {
+                let Ok(f) = std::str::from_utf8(f) else {
+                    continue;
+                };
+                if !triggers.iter().any(|t| proto::pathspec::covers(t, f)) {
+                    continue;
+                }
+                let (dir, name) = match f.rsplit_once('/') {
+                    Some((d, n)) => (root.join(d), n),
+                    None => (root.to_path_buf(), f),
+                };
+                by_dir.entry(dir).or_default().insert(name.to_string());
+                if by_dir.len() > MAX_DIRS {
+                    return Err(format!(
+                        "guarded files span more than {MAX_DIRS} directories"
+                    ));
+                }
+            }
+            let mut dirs = Vec::with_capacity(by_dir.len());
+            for (dir, names) in by_dir {
+                let names = Arc::new(names);
+                let drained = DirWatch::new(&dir).map_err(|e| e.0)?;
+                let l = live(&dir, Some(Arc::clone(&names)), &sink);
+                dirs.push((drained, l, names));
+            }
+            Ok(Watched {
+                triggers: triggers.to_vec(),
+                prefix,
+                gitdir: (drained, gitdir_live),
+                dirs,
+            })
+        })();
+        match made {
+            Ok(w) => {
+                self.watched = Some(w);
+                self.unwatched = None;
+            }
+            Err(why) => {
+                tracing::debug!(reason = %why, root = %root.display(), "guarded files not watched; the work tree is asked on every evaluation");
+                self.unwatched = Some(why);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_names_both_sides_of_a_rename() {
+        let out = b" M sub/a/f\0R  top2\0top\0MM x y\0";
+        assert_eq!(
+            parse_porcelain(out).expect("parsed"),
+            vec!["sub/a/f", "top2", "top", "x y"]
+        );
+        assert!(parse_porcelain(b"garbage").is_none());
+        assert_eq!(parse_porcelain(b"").expect("empty"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn triggers_touch_the_changed_paths_they_cover() {
+        let u = Uncommitted {
+            paths: vec!["db/schema.sql".into(), "src/lib.rs".into()],
+        };
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(u.touches(&t(&["db"])));
+        assert!(u.touches(&t(&["*.rs"])));
+        assert!(!u.touches(&t(&["docs", "db/other.sql"])));
+        assert!(!u.touches(&[]), "an empty trigger list is never dirty");
+        let v = Uncommitted {
+            paths: vec!["db/schema.sql".into(), "x".into()],
+        };
+        assert_eq!(u.difference(&v), vec!["src/lib.rs", "x"]);
+    }
+}
