@@ -60,11 +60,17 @@ pub struct TickPart {
     /// A verdict of it asked git about the work tree directly (pathspec magic): it is evaluated
     /// again every time.
     pub volatile: bool,
+    /// Its rows as plain lines (what `check` prints), made once.
+    pub plain: OnceLock<String>,
+    /// Each trigger question its verdicts rest on: `(ground index, receipt commit, touched)`.
+    /// After HEAD moves, the part is kept only if every answer is still the same.
+    pub triggered: Vec<(usize, String, bool)>,
 }
 
 impl Basis {
-    /// Equal in everything but the generations of ticks, receipts and state files, and the work
-    /// tree's changes.
+    /// Equal in everything but the generations of ticks, receipts and state files, the work
+    /// tree's changes and HEAD (whose moves change only trigger answers, which each part
+    /// records).
     pub fn same_facts(&self, other: &Basis) -> bool {
         self.offline == other.offline
             && self.attest == other.attest
@@ -72,7 +78,6 @@ impl Basis {
             && self.staleness_days == other.staleness_days
             && self.reference == other.reference
             && self.selected == other.selected
-            && self.head == other.head
     }
 }
 
@@ -94,6 +99,8 @@ pub struct Evaluation {
     pub receipts: u64,
     /// The work tree's changes this evaluation read.
     pub uncommitted: Option<Arc<crate::worktree::Uncommitted>>,
+    /// The HEAD its trigger answers were read at.
+    pub head: Option<String>,
     table: OnceLock<Option<RowTable>>,
     plain_text: OnceLock<String>,
     plain: OnceLock<Option<PlainRows>>,
@@ -193,6 +200,7 @@ impl Evaluation {
         state_complete: bool,
         receipts: u64,
         uncommitted: Option<Arc<crate::worktree::Uncommitted>>,
+        head: Option<String>,
     ) -> Evaluation {
         let mut tally = Tally::default();
         let (mut gating, mut harvested, mut total) = (false, 0, 0);
@@ -226,6 +234,7 @@ impl Evaluation {
             state_complete,
             receipts,
             uncommitted,
+            head,
             table: OnceLock::new(),
             plain_text: OnceLock::new(),
             plain: OnceLock::new(),
@@ -257,8 +266,14 @@ impl Evaluation {
     }
 
     fn plain_text(&self) -> &str {
-        self.plain_text
-            .get_or_init(|| proto::rpc::plain_lines(self.rows()))
+        self.plain_text.get_or_init(|| {
+            // A part kept from an earlier evaluation brings its lines along.
+            let mut text = String::new();
+            for p in &self.parts {
+                text.push_str(p.plain.get_or_init(|| proto::rpc::plain_lines(&p.rows)));
+            }
+            text
+        })
     }
 
     /// The rows as plain lines, encoded once per evaluation.
@@ -598,8 +613,10 @@ mod tests {
             keys: Vec::new(),
             expires: Some(later),
             volatile: false,
+            plain: OnceLock::new(),
+            triggered: Vec::new(),
         };
-        let e = Evaluation::new(vec![Arc::new(part)], true, 1, None);
+        let e = Evaluation::new(vec![Arc::new(part)], true, 1, None, None);
         assert_eq!(e.valid_until, Some(later));
         m.put(basis.clone(), Arc::new(e));
         assert!(m.prior(&basis, now).is_some());
@@ -609,7 +626,7 @@ mod tests {
         assert!(m.get(&moved, now, true).is_none());
         assert!(m.get(&basis, later, true).is_none(), "expired");
         assert!(m.get(&basis, now, true).is_none(), "and forgotten");
-        let partial = Evaluation::new(Vec::new(), false, 1, None);
+        let partial = Evaluation::new(Vec::new(), false, 1, None, None);
         m.put(basis.clone(), Arc::new(partial));
         assert!(m.get(&basis, now, false).is_some());
         assert!(m.get(&basis, now, true).is_none());

@@ -96,8 +96,6 @@ pub fn ask_all(root: &Path, tip: &str, todo: &[(String, Vec<String>)]) -> Option
 
 /// At most this many new commits are carried over by [`carry`]; more ask git afresh.
 const CARRY_MAX_COMMITS: usize = 64;
-/// At most this many commits of the old tip's history are listed to know a base commit.
-const CARRY_MAX_HISTORY: usize = 200_000;
 
 /// Whether a `triggered_by` list can be matched by [`proto::pathspec::covers`] against paths git
 /// lists relative to the store's root: no pathspec magic, nothing above the root.
@@ -107,50 +105,32 @@ pub fn plain_paths(paths: &[String]) -> bool {
         .any(|t| t.starts_with(':') || t.starts_with('/') || t.split('/').any(|c| c == ".."))
 }
 
+/// At most this many base commits are named on one command line by [`carry`]; more ask git
+/// afresh.
+const CARRY_MAX_BASES: usize = 4096;
+
 /// Carry the answers known at tip `old` over to tip `new`, when `new` extends `old` by a few
-/// single-parent commits (the usual commit, or a fast-forward): three git questions instead of
+/// single-parent commits (the usual commit, or a fast-forward): two git processes instead of
 /// one `rev-list` per base commit and path set.
 ///
-/// For a base `C` that `old` reaches, `C..new` is `C..old` plus the new commits (none of which
-/// `C` reaches), so an answer that was "touched" stays so, and one that was "untouched" becomes
-/// "touched" exactly when a new commit changed a path the triggers cover (a single-parent commit
-/// is in `git rev-list -- <paths>` exactly when its own diff touches one, renames counted on
-/// both sides). Bases `old` does not reach (another branch, an abbreviation, a failure), and
-/// path sets [`plain_paths`] refuses, are left out: they are asked again, as is everything when
-/// `None` comes back (a merge, a rewind, a reset elsewhere, too many commits, a git failure).
+/// With `N` the new commits (a chain from `old`), `C..new` is `C..old` plus the commits of `N`
+/// that `C` does not reach. When no base reaches the oldest of `N` (`git rev-list <bases> --not
+/// old` does not list it), that is all of `N` for every base: an answer that was "touched" stays
+/// so, and one that was "untouched" becomes "touched" exactly when a commit of `N` changed a path
+/// the triggers cover (a single-parent commit is in `git rev-list -- <paths>` exactly when its
+/// own diff touches one, renames counted on both sides). Failed answers and path sets
+/// [`plain_paths`] refuses are left out (asked again), and `None` comes back — everything asked
+/// again — for a merge, a rewind, a reset elsewhere, too many commits or bases, a base reaching
+/// into `N`, or any git failure.
 pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers> {
     let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
     if !hex(old) || !hex(new) || old == new {
         return None;
     }
-    // The new commits: a chain of single-parent commits growing from `old`.
-    let chain = git(
-        root,
-        &[
-            "rev-list",
-            "--parents",
-            &format!("--max-count={}", CARRY_MAX_COMMITS + 1),
-            &format!("{old}..{new}"),
-        ],
-    )?;
-    let mut commits = HashSet::new();
-    let mut parents = Vec::new();
-    for line in chain.lines() {
-        let mut ids = line.split_whitespace();
-        let (Some(c), Some(p), None) = (ids.next(), ids.next(), ids.next()) else {
-            return None;
-        };
-        commits.insert(c.to_string());
-        parents.push(p.to_string());
-    }
-    if commits.is_empty() || commits.len() > CARRY_MAX_COMMITS {
-        return None;
-    }
-    if !parents.iter().all(|p| p == old || commits.contains(p)) {
-        return None;
-    }
-    // What each changed, both sides of a rename included, relative to the store's root (what
-    // `triggered_by` is relative to; changes outside it cannot be covered by plain paths).
+    // The new commits with their parents and what each changed, relative to the store's root
+    // (what `triggered_by` is relative to; nothing outside it can be covered by plain paths).
+    // Each reads `\x01<id> <parent>…\0\n<file>\0<file>\0…`, or `\x01<id> <parent>\0` when it
+    // changed nothing under the root.
     let log = git(
         root,
         &[
@@ -159,21 +139,26 @@ pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers
             "--no-renames",
             "--relative",
             "--name-only",
-            "--format=%x01%H",
+            &format!("--max-count={}", CARRY_MAX_COMMITS + 1),
+            "--format=%x01%H %P",
             &format!("{old}..{new}"),
         ],
-    )
-    .unwrap_or_default();
+    )?;
+    let mut commits = HashSet::new();
+    let mut parents = Vec::new();
     let mut changed: Vec<Vec<String>> = Vec::new();
-    // Each commit reads `\x01<id>\0\n<file>\0<file>\0…` (or `\x01<id>\0` when it changed
-    // nothing under the root).
-    let mut seen = 0;
     for chunk in log.split('\u{1}').skip(1) {
         let mut parts = chunk.split('\0');
-        if !parts.next().is_some_and(|id| commits.contains(id.trim())) {
+        let header = parts.next()?;
+        let mut ids = header.split_whitespace();
+        let (Some(c), Some(p), None) = (ids.next(), ids.next(), ids.next()) else {
+            return None; // a merge or a root commit
+        };
+        if !hex(c) || !hex(p) {
             return None;
         }
-        seen += 1;
+        commits.insert(c.to_string());
+        parents.push(p.to_string());
         let files: Vec<String> = parts
             .map(|f| f.strip_prefix('\n').unwrap_or(f))
             .filter(|f| !f.is_empty())
@@ -184,14 +169,40 @@ pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers
         }
         changed.push(files);
     }
-    if seen != commits.len() {
+    if commits.is_empty() || commits.len() > CARRY_MAX_COMMITS {
         return None;
     }
-    let history = git(
-        root,
-        &["rev-list", &format!("--max-count={CARRY_MAX_HISTORY}"), old],
-    )?;
-    let reached: HashSet<&str> = history.lines().collect();
+    // A chain growing from `old`: every parent is `old` or another new commit, and exactly one
+    // new commit (the oldest) sits on `old`.
+    if !parents.iter().all(|p| p == old || commits.contains(p))
+        || parents.iter().filter(|p| *p == old).count() != 1
+    {
+        return None;
+    }
+    let oldest = commits
+        .iter()
+        .find(|c| !parents.contains(c))
+        .cloned()
+        .filter(|_| commits.len() == parents.len())?;
+    // Bases git could not answer for (an unknown commit) are dropped below anyway.
+    let bases: Vec<&str> = memo
+        .iter()
+        .filter(|(b, m)| hex(b) && m.values().any(|r| *r != Range::Failed))
+        .map(|(b, _)| b.as_str())
+        .collect();
+    if bases.len() > CARRY_MAX_BASES {
+        return None;
+    }
+    if !bases.is_empty() {
+        let mut args: Vec<&str> = vec!["rev-list"];
+        args.extend(bases.iter().copied());
+        args.extend(["--not", old]);
+        // Listing what the bases reach beyond `old`: usually nothing at all.
+        let beyond = crate::verdict_inputs::git_ok(root, &args)?;
+        if beyond.lines().any(|l| l.trim() == oldest) {
+            return None;
+        }
+    }
     let touches = |paths: &[String]| {
         if paths.is_empty() {
             return true; // `rev-list C..tip --` lists every new commit
@@ -204,7 +215,7 @@ pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers
     };
     let mut out = Answers::new();
     for (base, answers) in memo {
-        if !reached.contains(base.as_str()) {
+        if !hex(&base) {
             continue;
         }
         let carried: HashMap<Vec<String>, Range> = answers
@@ -235,6 +246,8 @@ pub struct Memo {
     tips: Vec<(String, Answers)>,
     /// Something was learnt since the last [`Memo::take_dirty`].
     dirty: bool,
+    /// Tips carried over since answers were last written.
+    carries: usize,
 }
 
 impl Memo {
@@ -259,10 +272,27 @@ impl Memo {
             carried = carried.as_ref().map(|m| m.len()),
             "a tip moved: git answers carried over"
         );
+        // Carried answers are not written by themselves: the next start carries them again from
+        // the tip on disk, as long as it is a few commits back (see [`Memo::keep`]).
         if carried.is_some() {
-            self.dirty = true;
+            self.carries += 1;
         }
         carried.unwrap_or_default()
+    }
+
+    /// Whether answers for `tip` are kept.
+    pub fn has(&self, tip: &str) -> bool {
+        self.tips.iter().any(|(t, _)| t == tip)
+    }
+
+    /// Make sure answers for `tip` are at hand (carried over from the last tip when it moved),
+    /// so that a later [`Memo::take`] finds them without asking git.
+    pub fn advance(&mut self, root: &Path, tip: &str) {
+        if self.tips.iter().any(|(t, _)| t == tip) {
+            return;
+        }
+        let answers = self.take(root, tip);
+        self.keep(tip.to_string(), answers, false);
     }
 
     /// Keep `answers` as those of `tip`; `learnt` says whether any are new.
@@ -278,9 +308,15 @@ impl Memo {
         self.tips.clear();
     }
 
-    /// Whether answers were learnt since the last call (and so are worth persisting).
+    /// Whether answers are worth writing again: new ones were learnt, or the tip on disk fell
+    /// so far behind that a restart could no longer carry from it.
     pub fn take_dirty(&mut self) -> bool {
-        std::mem::take(&mut self.dirty)
+        let due = self.dirty || self.carries >= CARRY_MAX_COMMITS / 4;
+        if due {
+            self.dirty = false;
+            self.carries = 0;
+        }
+        due
     }
 }
 
@@ -415,7 +451,11 @@ pub fn restore(root: &Path, results: &Path) -> Memo {
             (tip, answers)
         })
         .collect();
-    Memo { tips, dirty: false }
+    Memo {
+        tips,
+        dirty: false,
+        carries: 0,
+    }
 }
 
 #[cfg(test)]
@@ -503,7 +543,7 @@ mod tests {
         }
         memo.entry("abc123".into())
             .or_default()
-            .insert(vec!["x".into()], Range::Untouched);
+            .insert(vec!["x".into()], Range::Failed);
         let new = {
             commit(&["outside/db/schema.sql"]);
             commit(&[&at("db/schema.sql")]);
@@ -539,11 +579,43 @@ mod tests {
     }
 
     #[test]
+    fn a_base_ahead_of_the_new_tip_is_never_carried() {
+        let (_dir, root, commit) = repo("");
+        let run = |args: &[&str]| {
+            let ok = Command::new("git")
+                .arg("-C")
+                .arg(&root)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .expect("git")
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        let old = commit(&["a"]);
+        let n1 = commit(&["b"]);
+        let ahead = commit(&["a"]);
+        // HEAD goes back to `old`; then fast-forwards to `n1`, which `ahead` descends from.
+        run(&["reset", "-q", "--hard", &old]);
+        // `ahead..n1` is empty though `n1` changed `b`: carrying would wrongly say touched.
+        let paths = vec!["b".to_string()];
+        assert_eq!(ask(&root, &ahead, &n1, &paths), Range::Untouched);
+        let mut memo = Answers::new();
+        memo.entry(ahead.clone())
+            .or_default()
+            .insert(paths.clone(), ask(&root, &ahead, &old, &paths));
+        assert!(carry(&root, &old, &n1, memo).is_none());
+    }
+
+    #[test]
     fn persisted_answers_come_back_only_whole_and_in_the_same_repository() {
         let (_dir, root, commit) = repo("");
         let c1 = commit(&["a"]);
         let c2 = commit(&["b"]);
         let results = root.join("results");
+        std::fs::create_dir_all(&results).expect("results");
         let mut memo = Memo::default();
         let mut answers = Answers::new();
         let paths = vec!["a".to_string()];

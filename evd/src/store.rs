@@ -581,12 +581,15 @@ impl Store {
     /// [`Store::current`], as shared handles (no copy of any tick), for callers that go on to
     /// use the store mutably. Computed once per change of the tick cache.
     pub fn current_shared(&mut self) -> Result<Arc<CurrentView>, Refusal> {
-        self.entries()?;
+        self.refresh()?;
+        // A view is only ever made from a store with no poisoned file, and it stands for as
+        // long as the tick cache did not move.
         if let Some((generation, view)) = &self.view {
             if *generation == self.ticks_generation {
                 return Ok(Arc::clone(view));
             }
         }
+        self.entries()?;
         let inputs: Vec<(&str, &Arc<Tick>, crate::view::Identity)> = self
             .files
             .iter()
@@ -641,6 +644,37 @@ impl Store {
         self.ranges
             .get_or_insert_with(|| crate::git_ranges::restore(&root, &results))
             .take(&root, tip)
+    }
+
+    /// The work tree's uncommitted changes (see [`crate::worktree::Worktree::uncommitted`]),
+    /// while — in parallel, when HEAD moved — the git answers known for the last HEAD are
+    /// carried over to `head`: both cost git processes right after a commit.
+    pub fn uncommitted_and_ranges(
+        &mut self,
+        head: Option<&str>,
+        guarded: &[String],
+    ) -> Option<Arc<crate::worktree::Uncommitted>> {
+        let root = self.root.clone();
+        let results = self.results_dir();
+        let ranges = self
+            .ranges
+            .get_or_insert_with(|| crate::git_ranges::restore(&root, &results));
+        let worktree = &mut self.worktree;
+        match head {
+            Some(h) if !ranges.has(h) => std::thread::scope(|s| {
+                let carried = s.spawn(|| {
+                    ranges.advance(&root, h);
+                    crate::child::take_timeouts()
+                });
+                let answer = worktree.uncommitted(&root, head, guarded);
+                // A carry that panicked leaves nothing carried: those are asked again.
+                if let Ok(timeouts) = carried.join() {
+                    crate::child::note_timeouts(timeouts);
+                }
+                answer
+            }),
+            _ => worktree.uncommitted(&root, head, guarded),
+        }
     }
 
     /// Keep the answers for `tip`; with `persist`, when any were learnt since the last write,

@@ -73,6 +73,24 @@ pub fn git<S: AsRef<std::ffi::OsStr>>(root: &Path, args: &[S]) -> Option<String>
     )
 }
 
+/// Like [`git`], but an empty output is an answer too: `None` only when git failed.
+pub fn git_ok<S: AsRef<std::ffi::OsStr>>(root: &Path, args: &[S]) -> Option<String> {
+    let out = crate::child::output(
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE"),
+        crate::child::git_timeout(),
+    )
+    .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Whether `git rev-list <commit>..HEAD -- <paths>` in `root` prints anything (trigger
 /// liveness). A git failure, an empty commit or one that would read as a git option is "not
 /// triggered".

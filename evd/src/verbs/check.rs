@@ -290,13 +290,23 @@ pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Ref
     let config = store.config();
     let mut warnings = Vec::new();
     let reference = staleness_reference(store, req, &config.staleness_ref, &mut warnings, true);
+    let started = Instant::now();
     let basis = basis(store, req.offline, attest, &config, reference)?;
+    let basis_took = started.elapsed();
     let now = crate::clock::now();
     let eval = match store.memos.get(&basis, now, true) {
         Some(e) => e,
         None => {
             let prior = store.memos.prior(&basis, now);
             let e = Arc::new(evaluate(store, &basis, now, true, prior.as_deref())?);
+            tracing::debug!(
+                basis_ms = basis_took.as_secs_f64() * 1e3,
+                evaluate_ms = (started.elapsed() - basis_took).as_secs_f64() * 1e3,
+                prior = prior.is_some(),
+                kept = kept_parts(&e, prior.as_deref()),
+                parts = e.parts.len(),
+                "check evaluated"
+            );
             refuse_on_git_timeouts(store)?;
             store.memos.put(basis.clone(), Arc::clone(&e));
             crate::resources::release_free_memory();
@@ -310,6 +320,19 @@ pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Ref
         head: basis.head,
         warnings,
     })
+}
+
+/// How many of `e`'s parts it took over from `prior` (for the debug log).
+fn kept_parts(e: &Evaluation, prior: Option<&Evaluation>) -> usize {
+    let Some(prior) = prior else {
+        return 0;
+    };
+    let old: std::collections::HashSet<*const TickPart> =
+        prior.parts.iter().map(Arc::as_ptr).collect();
+    e.parts
+        .iter()
+        .filter(|p| old.contains(&Arc::as_ptr(p)))
+        .count()
 }
 
 /// `check` (§10.1 steps 1, 2, 4–6): evaluate, record the events, answer the rows.
@@ -394,11 +417,20 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
                 .filter(|s| is_40_lower_hex(s)),
         }
     };
+    let started = Instant::now();
     let basis = basis(store, offline, attest, &config, reference)?;
+    let basis_took = started.elapsed();
     let now = crate::clock::now();
     if store.memos.get(&basis, now, false).is_none() {
         let prior = store.memos.prior(&basis, now);
         let e = evaluate(store, &basis, now, false, prior.as_deref())?;
+        tracing::debug!(
+            basis_ms = basis_took.as_secs_f64() * 1e3,
+            evaluate_ms = (started.elapsed() - basis_took).as_secs_f64() * 1e3,
+            prior = prior.is_some(),
+            kept = kept_parts(&e, prior.as_deref()),
+            "verdicts refreshed"
+        );
         refuse_on_git_timeouts(store)?;
         store.memos.put(basis, Arc::new(e));
         crate::resources::release_free_memory();
@@ -427,10 +459,24 @@ fn evaluate(
             .changed_since(p.receipts)
             .map(|keys| keys.into_iter().map(str::to_string).collect())
     });
-    let reusable: std::collections::HashMap<&str, &Arc<TickPart>> = match (prior, &changed) {
-        (Some(p), Some(_)) => p.parts.iter().map(|t| (t.file.as_str(), t)).collect(),
-        _ => std::collections::HashMap::new(),
+    // The prior's parts, found by file: usually at the same place in the view, else by name.
+    let prior_parts: &[Arc<TickPart>] = match (prior, &changed) {
+        (Some(p), Some(_)) => &p.parts,
+        _ => &[],
     };
+    let by_name: std::cell::OnceCell<std::collections::HashMap<&str, &Arc<TickPart>>> =
+        std::cell::OnceCell::new();
+    let reusable_at = |i: usize, file: &str| -> Option<&Arc<TickPart>> {
+        match prior_parts.get(i) {
+            Some(p) if p.file == file => Some(p),
+            _ if prior_parts.is_empty() => None,
+            _ => by_name
+                .get_or_init(|| prior_parts.iter().map(|t| (t.file.as_str(), t)).collect())
+                .get(file)
+                .copied(),
+        }
+    };
+    let receipts_changed = changed.as_ref().is_some_and(|c| !c.is_empty());
     // The work tree's changes that moved since the prior evaluation: a part whose triggers
     // cover one of them is evaluated again. Unknown on either side: every part is.
     let moved: Option<Vec<String>> = match (prior.map(|p| &p.uncommitted), &basis.uncommitted) {
@@ -448,21 +494,30 @@ fn evaluate(
     };
     let root = store.root().to_path_buf();
     let mut git = GitFacts::take(store, basis, root.clone());
+    // HEAD moved since the prior evaluation: a part is kept only where every trigger answer it
+    // rests on is still the same (asked ahead, together, for what the memo cannot answer).
+    let head_moved = prior.is_some_and(|p| p.head.is_none() || p.head != basis.head);
+    if head_moved && !prior_parts.is_empty() {
+        git.ask_recorded(prior_parts.iter().map(|p| p.as_ref()));
+    }
     // Which ticks keep their part, and which are evaluated again.
     let plan: Vec<_> = view
         .iter()
         .filter(|(_, t)| t.status == "live")
-        .map(|(file, tick)| {
-            let kept = reusable.get(file.as_str()).copied().filter(|p| {
+        .enumerate()
+        .map(|(i, (file, tick))| {
+            let kept = reusable_at(i, file).filter(|p| {
                 Arc::ptr_eq(&p.tick, tick)
                     && !p.volatile
-                    && changed
-                        .as_ref()
-                        .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k)))
+                    && (!receipts_changed
+                        || changed
+                            .as_ref()
+                            .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k))))
                     && moved
                         .as_ref()
                         .is_some_and(|m| m.is_empty() || !guards_any(tick, m))
                     && store.state_written.contains_key(tick.id.as_str())
+                    && (!head_moved || git.same_triggers(p))
             });
             (file, tick, kept)
         })
@@ -500,7 +555,11 @@ fn evaluate(
     // Take in this pass's own writes now, so that a change someone makes to one of those files
     // later is never mistaken for ours.
     store.state_watch.sync(&mut store.state_written);
-    if basis.attest.is_none() && !basis.offline {
+    // Every part kept, in the same order: no verdict moved.
+    let unchanged = prior.is_some_and(|p| {
+        p.parts.len() == parts.len() && p.parts.iter().zip(&parts).all(|(a, b)| Arc::ptr_eq(a, b))
+    });
+    if basis.attest.is_none() && !basis.offline && !(unchanged && store.has_verdict_baseline()) {
         let seen: Vec<(&str, usize, &str, &str, &str)> = parts
             .iter()
             .flat_map(|p| {
@@ -523,6 +582,7 @@ fn evaluate(
         complete,
         basis.receipts,
         basis.uncommitted.clone(),
+        basis.head.clone(),
     ))
 }
 
@@ -689,6 +749,47 @@ impl GitFacts {
         }
     }
 
+    /// Ask ahead, in parallel, the trigger questions `parts` recorded that the memo for the new
+    /// HEAD cannot answer.
+    fn ask_recorded<'p>(&mut self, parts: impl Iterator<Item = &'p TickPart>) {
+        let Some(head) = self.head.clone() else {
+            return;
+        };
+        let mut todo = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for p in parts {
+            for (gi, commit, _) in &p.triggered {
+                let Some(paths) = trigger_paths(&p.tick, *gi) else {
+                    continue;
+                };
+                let known = self
+                    .at_head
+                    .get(commit.as_str())
+                    .is_some_and(|m| m.contains_key(paths));
+                if !known && seen.insert((commit.as_str(), paths)) {
+                    todo.push((commit.clone(), paths.to_vec()));
+                }
+            }
+        }
+        if todo.is_empty() {
+            return;
+        }
+        if let Some(answers) = git_ranges::ask_all(&self.root, &head, &todo) {
+            for ((base, paths), answer) in todo.into_iter().zip(answers) {
+                self.at_head.entry(base).or_default().insert(paths, answer);
+            }
+            self.learnt = true;
+        }
+    }
+
+    /// Whether every trigger answer `part` recorded is the same at the current HEAD.
+    fn same_triggers(&mut self, part: &TickPart) -> bool {
+        part.triggered.iter().all(|(gi, commit, was)| {
+            trigger_paths(&part.tick, *gi)
+                .is_some_and(|paths| (self.range(false, commit, paths) == Range::Touched) == *was)
+        })
+    }
+
     /// Whether the work tree has uncommitted changes under `paths` (upstream's `git status
     /// --porcelain --untracked-files=no -- <paths>`), and whether that was asked directly.
     fn uncommitted(&mut self, paths: &[String]) -> (bool, bool) {
@@ -707,6 +808,14 @@ impl GitFacts {
         let d = crate::worktree::status_of(&self.root, paths);
         self.direct.insert(paths.to_vec(), d);
         (d, true)
+    }
+}
+
+/// The `triggered_by` paths of ground `gi` of `tick`, when it is a test ground.
+fn trigger_paths(tick: &Tick, gi: usize) -> Option<&[String]> {
+    match tick.grounds.get(gi).and_then(|g| g.check.as_ref()) {
+        Some(Check::Test { liveness, .. }) => Some(liveness.triggered_by.as_slice()),
+        _ => None,
     }
 }
 
@@ -747,6 +856,7 @@ fn evaluate_tick(
     let mut test_labels = Vec::new();
     let mut replaced = Vec::new();
     let mut volatile = false;
+    let mut asked = Vec::new();
     for (gi, g) in tick.grounds.iter().enumerate() {
         let Some(Check::Test {
             reference,
@@ -765,8 +875,11 @@ fn evaluate_tick(
         let recs = store.receipts.get_keyed(&key, reference);
         keys.push(key);
         let paths = liveness.triggered_by.as_slice();
-        let triggered = verdict::latest(recs.iter())
-            .is_some_and(|r| git.range(false, &r.commit, paths) == Range::Touched);
+        let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
+            let t = git.range(false, &r.commit, paths) == Range::Touched;
+            asked.push((gi, r.commit.clone(), t));
+            t
+        });
         let mut asker = GroundGit {
             git,
             verified: verified_at_sha,
@@ -831,6 +944,8 @@ fn evaluate_tick(
         keys,
         expires,
         volatile,
+        plain: std::sync::OnceLock::new(),
+        triggered: asked,
     };
     (part, graded)
 }
