@@ -219,16 +219,27 @@ pub fn log(r: &LogResult, style: Style, json: bool) -> Out {
             } else {
                 "decided".to_string()
             };
-            out.line(format!(
+            let mut row = format!(
                 "{} {}  {}  {}  {}",
                 style.provenance_glyph(agent),
                 style.dim(&verb),
                 style.bold(&q(&e.decision)),
                 style.id(&e.id),
                 style.dim(&e.blame)
-            ));
+            );
+            if let Some(child) = &e.superseded_by {
+                row.push_str(&format!(
+                    "  {}",
+                    style.dim(&format!("superseded by {child}"))
+                ));
+            }
+            out.line(row);
         } else {
-            out.line(format!("{}\t{}\t{}", e.id, e.status, q(&e.decision)));
+            let mut row = format!("{}\t{}\t{}", e.id, e.status, q(&e.decision));
+            if let Some(child) = &e.superseded_by {
+                row.push_str(&format!("\tsuperseded-by:{child}"));
+            }
+            out.line(row);
         }
     }
     if let Some(id) = &r.broken_at {

@@ -397,6 +397,11 @@ pub struct LogEntry {
     pub supersedes: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratifies: Option<String>,
+    /// The tick that supersedes this one (a re-tag or an overturn), anywhere in the store: the
+    /// newest by `held_since`, ties to the greater id. None when nothing does, or when the store
+    /// could not be read whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
