@@ -575,14 +575,20 @@ pub fn brief(r: &proto::rpc::BriefResult, style: Style, json: bool) -> Out {
         ));
     }
     for d in &r.decisions {
-        if style.rich {
-            out.line(format!(
-                "{glyph} {}  {}",
-                style.bold(&q(&d.decision)),
-                style.id(&d.id)
-            ));
-        } else {
-            out.line(format!("{}  [user-ruled]", d.decision));
+        match (style.rich, d.bound) {
+            (true, bound) => {
+                let mut row = format!(
+                    "{glyph} {}  {}",
+                    style.bold(&q(&d.decision)),
+                    style.id(&d.id)
+                );
+                if !bound {
+                    row.push_str(&format!("  {}", style.hue("attention", "advisory")));
+                }
+                out.line(row);
+            }
+            (false, true) => out.line(format!("{}  [user-ruled]", d.decision)),
+            (false, false) => out.line(format!("{}  [user-ruled · advisory]", d.decision)),
         }
         for road in &d.rejected_roads {
             let text = format!("rejected {}: {}", road.option, road.claim);
@@ -603,6 +609,17 @@ pub fn brief(r: &proto::rpc::BriefResult, style: Style, json: bool) -> Out {
             style.dim(&footer)
         } else {
             footer
+        });
+    }
+    if r.advisory > 0 {
+        let note = format!(
+            "{} of {} advisory — nothing watches them (heed only); bind a check to catch a violation",
+            r.advisory, r.total
+        );
+        out.line(if style.rich {
+            style.hue("attention", &note)
+        } else {
+            note
         });
     }
     out

@@ -1356,6 +1356,10 @@ pub struct BriefRoad {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BriefDecision {
+    /// Whether some ground carries a test check (whatever it supports, so a rejected road's
+    /// tripwire counts): a violation can be caught. Otherwise the ruling is advisory.
+    #[serde(default)]
+    pub bound: bool,
     pub decision: String,
     pub id: String,
     pub load_bearing: bool,
@@ -1368,6 +1372,9 @@ pub struct BriefDecision {
 /// The frozen `ev-brief` contract, field for field.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BriefResult {
+    /// How many of the `total` rulings are advisory (not bound), counted before the cap.
+    #[serde(default)]
+    pub advisory: u64,
     pub decisions: Vec<BriefDecision>,
     pub elided: u64,
     pub elided_load_bearing: u64,
