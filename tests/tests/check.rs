@@ -753,6 +753,91 @@ fn check_run_warns_when_a_counter_test_does_not_flip_like_upstream() {
 }
 
 #[test]
+fn check_run_notes_when_no_bound_check_resolved_like_upstream() {
+    let t = Twins::new(NONE_POLICY);
+    let note = "note: ran the bound checks but none resolved pass/fail";
+    // No rows: no note.
+    let r = t.step(&["check", "--run"]);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // Only unproven (a counter-test that agrees) and exempt rows: the note, in both forms.
+    decide(
+        &t,
+        "agreeing counter",
+        &[run_ground("agrees", "true", "true", "local")],
+        &[],
+    );
+    decide(
+        &t,
+        "elsewhere",
+        &[run_ground("on ci", "true", "false", "linux-ci")],
+        &[],
+    );
+    for args in [
+        &["check", "--run", "--attest", "local"][..],
+        &["--color", "always", "check", "--run", "--attest", "local"],
+        &["check", "--run", "--attest", "local", "--exit-on-red"],
+    ] {
+        let r = t.step_masked(args);
+        assert!(r.stderr.ends_with(&format!("{note} (all stale / not-run / unproven) — evctl reads git state from this directory; if the ledger is separate from the guarded code, run evctl in the working tree, or set staleness_ref = local-head\n")), "{args:?}: {}", r.stderr);
+    }
+    // Never without --run.
+    let r = t.step_masked(&["check", "--attest", "local"]);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // not-run (the ci binding, attested here) is stuck too.
+    let r = t.step_masked(&["check", "--run"]);
+    assert!(r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // Exempt alone is neither stuck nor resolved.
+    let r = t.step_masked(&["check", "--run", "--attest", "other"]);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // One resolved row silences it: green beside not-run and unproven.
+    decide(
+        &t,
+        "proven",
+        &[run_ground("flips", "exit 0", "exit 1", "local")],
+        &[],
+    );
+    let r = t.step_masked(&["check", "--run"]);
+    assert!(r.stdout.contains("green\t"), "{}", r.stdout);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    t.same_results();
+    // A stale row (an old receipt on a platform the run does not cover) and nothing resolved.
+    let t = Twins::new(NONE_POLICY);
+    let c = t.head();
+    decide(
+        &t,
+        "aged",
+        &[run_ground("old", "t-old", "c-old", "mac")],
+        &[],
+    );
+    t.put(
+        &key("t-old"),
+        &receipt(
+            "t-old",
+            "mac",
+            &c,
+            "2020-01-01T00:00:00Z",
+            "green",
+            Some(true),
+        ),
+    );
+    for args in [
+        &["check", "--run"][..],
+        &["--color", "always", "check", "--run"],
+        &["check", "--run", "--platform", "mac"],
+    ] {
+        let r = t.step_masked(args);
+        assert!(r.stdout.contains("stale"), "{args:?}: {}", r.stdout);
+        assert!(
+            r.stderr.contains(note),
+            "{args:?}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    t.same_results();
+}
+
+#[test]
 fn check_run_of_a_harvested_binding_and_outside_git_match_upstream() {
     let t = Twins::new(NONE_POLICY);
     let sha = t.head();
