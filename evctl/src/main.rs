@@ -329,7 +329,8 @@ enum Cmd {
     Hook(hook_run::HookArgs),
     /// Set up a git repository for evctl: store, agent skill, session brief, pre-commit gate.
     ///
-    /// In TARGET (default: the working directory), which must be inside a git work tree:
+    /// In TARGET (default: the working directory), which must be the top of a git work tree
+    /// (holding `.git`):
     ///   1. the store: `evctl init` with staleness_ref = "local-head" (an existing store is kept,
     ///      its config untouched);
     ///   2. the agent skill .claude/skills/ev/SKILL.md: how a coding agent reads the brief,
@@ -345,7 +346,7 @@ enum Cmd {
     /// Examples:
     ///   evctl setup --dry-run
     ///   evctl setup
-    ///   evctl setup services/api
+    ///   evctl setup ../other-repo
     #[command(verbatim_doc_comment)]
     Setup(setup::SetupArgs),
 }

@@ -5,9 +5,10 @@
 //!
 //! It follows upstream ev 0.1.31's `ev setup` where that makes sense: the same three numbered
 //! steps, the same places for the agent files, idempotence, an existing `.claude/settings.json`
-//! never edited (the snippet to add is printed instead), exit 1 outside a git work tree. Every
-//! change is planned first, so `--dry-run` prints exactly what a real run would do and writes
-//! nothing; a real run ends with what it did and what is left to do by hand.
+//! never edited (the snippet to add is printed instead), exit 1 anywhere but the top of a git work
+//! tree, a differing skill backed up before it is replaced. Every change is planned first, so
+//! `--dry-run` prints exactly what a real run would do and writes nothing; a real run ends with
+//! what it did and what is left to do by hand.
 
 use std::fs;
 use std::io;
@@ -36,7 +37,7 @@ pub struct SetupArgs {
     /// Print every change it would make, and make none.
     #[arg(long)]
     pub dry_run: bool,
-    /// The directory to set up (default: the working directory); inside a git work tree.
+    /// The directory to set up (default: the working directory): the top of a git work tree.
     pub target: Option<String>,
 }
 
@@ -260,8 +261,9 @@ impl Report {
     }
 }
 
-/// A file setup owns: written when missing, rewritten when it is setup's own and differs,
-/// backed up then written when it is someone else's (`backup`), else left alone.
+/// A file setup owns: written when missing; when it differs, moved aside to a backup then
+/// written (`backup`: whoever wrote it, an older evctl or a hand), else rewritten when it is
+/// setup's own and left alone when it is someone else's.
 fn own_file(
     r: &mut Report,
     path: &Path,
@@ -281,18 +283,17 @@ fn own_file(
             r.say(format!("   ✓ {what}: already up to date"));
             return Ok(false);
         }
-        Some(Some(t)) if t.contains(MARK) => {}
         Some(_) if backup => {
             let bak = free_name(&PathBuf::from(format!("{}.bak", path.display())));
             if dry {
                 r.say(format!(
-                    "   [dry-run] move the existing file (not evctl's) to {}",
+                    "   [dry-run] move the existing file (it differs from evctl's) to {}",
                     bak.display()
                 ));
             } else {
                 fs::rename(path, &bak)?;
                 r.say(format!(
-                    "   (the existing file was not evctl's: moved to {})",
+                    "   (the existing file differed from evctl's: moved to {})",
                     bak.display()
                 ));
                 r.todo.push(format!(
@@ -301,6 +302,7 @@ fn own_file(
                 ));
             }
         }
+        Some(Some(t)) if t.contains(MARK) => {}
         Some(_) => {
             r.say(format!(
                 "   {} exists and is not evctl's — kept",
@@ -437,7 +439,10 @@ pub async fn run(s: &mut Session, a: SetupArgs) -> Out {
         out.err(message);
         out
     };
-    if !raw.is_dir() {
+    // The top of a work tree, as upstream has it: TARGET/.git, a directory or a file (a linked
+    // work tree, a submodule). A subdirectory of a work tree is refused: the store, the agent's
+    // files and the hooks belong together at the top.
+    if !raw.join(".git").exists() {
         return not_a_tree();
     }
     let layout = match Layout::discover(&raw) {
@@ -447,10 +452,16 @@ pub async fn run(s: &mut Session, a: SetupArgs) -> Out {
     let target = match fs::canonicalize(&raw) {
         Ok(t) => t,
         Err(e) => {
-            return crate::render::refusal(
-                &proto::rpc::Refusal::io(format!("evctl setup: {shown}: {e}")),
-                json,
-            )
+            let message = format!("evctl setup: {shown}: {e}");
+            if json {
+                return crate::render::refusal(&proto::rpc::Refusal::io(message), json);
+            }
+            let mut out = Out {
+                code: 1,
+                ..Out::default()
+            };
+            out.err(message);
+            return out;
         }
     };
     let mut r = Report {

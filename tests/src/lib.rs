@@ -75,8 +75,9 @@ pub fn upstream_ev() -> PathBuf {
 }
 
 /// Upstream's verbs, as it names them in its hints and refusals (`run \`ev init\` first`).
-const UPSTREAM_VERBS: [&str; 16] = [
+const UPSTREAM_VERBS: [&str; 17] = [
     "init",
+    "setup",
     "show",
     "list",
     "log",
@@ -622,6 +623,10 @@ mod tests {
                 "tip: evctl why <selector> · evctl reopen <id>",
             ),
             ("`ev list` for all", "`evctl list` for all"),
+            (
+                "ev setup: '/x' is not a git working tree",
+                "evctl setup: '/x' is not a git working tree",
+            ),
             (
                 "(all stale / not-run / unproven) — ev reads git state from this directory; if \
                  the ledger is separate from the guarded code, run ev in the working tree, or set \
