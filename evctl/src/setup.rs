@@ -96,6 +96,8 @@ the decisions a human ruled on, the ones with rejected roads first.
   even under another name, unless the user asks you to.
 - A user-ruled decision is settled. If what you find contradicts it, stop and tell the user
   what you found; do not work around it.
+- A ruling marked `advisory` has no test watching it: nothing will stop a change that breaks
+  it, so heed it all the more. Binding a test to one of its grounds makes it bound.
 - `evctl reopen <id>` shows one decision in full, with what each of its checks reads now.
 
 ## Before you change a file
@@ -127,6 +129,10 @@ when it breaks. `evctl guard` binds one to the newest decision (HEAD of the stor
     evctl guard "cargo test pool_per_worker" <head-id> "workers never share a connection" \
         --counter-test "cargo test pool_shared_breaks" \
         --on-platform linux-ci --triggered-by src/pool.rs --surface pooling
+
+The counter-test is a negative control: it must fail on the tree as it is now, where the claim
+holds, to show the test can flip at all. One that passes agrees with the test and proves
+nothing; the binding then reads `unproven`, never green.
 
 `--triggered-by` names the files whose change makes the last run stale; `evctl why
 "<selector>"` shows what a test guards.
