@@ -211,7 +211,7 @@ pub const STREAM_FLAGS: &[StreamFlag] = &[
         level: Level::Ground,
         repeats: false,
         verbs: DO,
-        help: "A test that turns red if the claim breaks (required with --assume-test)",
+        help: "A test that turns red if the claim breaks: a negative control, failing on today's clean tree (required with --assume-test)",
     },
     StreamFlag {
         name: "--on-platform",

@@ -81,6 +81,11 @@ enum Cmd {
     /// ground, such as a test that passes while the claim holds (--assume-test) with one that
     /// turns red if it breaks (--counter-test).
     ///
+    /// The counter-test is a negative control: on today's clean tree, where the claim holds, it
+    /// must fail, which is what shows the check can flip at all. One that passes there agrees
+    /// with the check and proves nothing: `check --run` says so, and the binding reads
+    /// `unproven`, never green.
+    ///
     /// The flags are read strictly left to right, and each takes exactly the next token as its
     /// value, whatever it looks like: `--observe --dry-run` observes the text "--dry-run". The
     /// global flags (--json, --store, --plain, --color) may stand wherever a flag may.
@@ -176,9 +181,9 @@ enum Cmd {
         /// The 12-hex tick id.
         id: String,
     },
-    /// List the current decisions (superseded and duplicate lineage collapsed).
+    /// List every decision in effect (a superseded ruling collapsed into what replaced it).
     List,
-    /// Walk the chain from HEAD back to genesis.
+    /// Walk the chain from HEAD back to genesis, naming what superseded each replaced tick.
     Log,
     /// Audit the chain: every id == hash(payload), closed schema, lineage, lints.
     Verify {
@@ -221,6 +226,9 @@ enum Cmd {
     /// Stop the running evd cleanly.
     Shutdown,
     /// The user-ruled decisions to read first, rulings with rejected roads on top.
+    ///
+    /// A ruling none of whose grounds carries a test is marked advisory: nothing would catch a
+    /// violation, so it is only as good as the reader's attention. A last line counts them.
     ///
     /// --json prints the frozen `ev-brief` contract: one line, keys sorted.
     #[command(verbatim_doc_comment)]
@@ -329,7 +337,8 @@ enum Cmd {
     Hook(hook_run::HookArgs),
     /// Set up a git repository for evctl: store, agent skill, session brief, pre-commit gate.
     ///
-    /// In TARGET (default: the working directory), which must be inside a git work tree:
+    /// In TARGET (default: the working directory), which must be the top of a git work tree
+    /// (holding `.git`):
     ///   1. the store: `evctl init` with staleness_ref = "local-head" (an existing store is kept,
     ///      its config untouched);
     ///   2. the agent skill .claude/skills/ev/SKILL.md: how a coding agent reads the brief,
@@ -345,7 +354,7 @@ enum Cmd {
     /// Examples:
     ///   evctl setup --dry-run
     ///   evctl setup
-    ///   evctl setup services/api
+    ///   evctl setup ../other-repo
     #[command(verbatim_doc_comment)]
     Setup(setup::SetupArgs),
 }

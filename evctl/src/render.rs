@@ -219,16 +219,27 @@ pub fn log(r: &LogResult, style: Style, json: bool) -> Out {
             } else {
                 "decided".to_string()
             };
-            out.line(format!(
+            let mut row = format!(
                 "{} {}  {}  {}  {}",
                 style.provenance_glyph(agent),
                 style.dim(&verb),
                 style.bold(&q(&e.decision)),
                 style.id(&e.id),
                 style.dim(&e.blame)
-            ));
+            );
+            if let Some(child) = &e.superseded_by {
+                row.push_str(&format!(
+                    "  {}",
+                    style.dim(&format!("superseded by {child}"))
+                ));
+            }
+            out.line(row);
         } else {
-            out.line(format!("{}\t{}\t{}", e.id, e.status, q(&e.decision)));
+            let mut row = format!("{}\t{}\t{}", e.id, e.status, q(&e.decision));
+            if let Some(child) = &e.superseded_by {
+                row.push_str(&format!("\tsuperseded-by:{child}"));
+            }
+            out.line(row);
         }
     }
     if let Some(id) = &r.broken_at {
@@ -467,13 +478,23 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
         let e = Refusal::io(format!("evd sent unreadable rows: {e}"));
         refusal(&e, json)
     };
+    // Each printed row's final label, for the note after a run.
+    let mut labels: Vec<String> = Vec::new();
     if let Some(p) = &r.plain {
         match p.text() {
             Ok(text) if text.is_empty() => {
                 out.line("no test-bound grounds to check");
                 return out;
             }
-            Ok(text) => out.push(Stream::Stdout, &text),
+            Ok(text) => {
+                if r.ran {
+                    labels = text
+                        .lines()
+                        .map(|l| l.split('\t').next().unwrap_or("").to_string())
+                        .collect();
+                }
+                out.push(Stream::Stdout, &text)
+            }
             Err(e) => return unreadable(e),
         }
     } else {
@@ -487,6 +508,9 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
         if rows.is_empty() {
             out.line("no test-bound grounds to check");
             return out;
+        }
+        if r.ran {
+            labels = rows.iter().map(|row| row.label().to_string()).collect();
         }
         for row in &rows {
             if style.rich {
@@ -509,6 +533,11 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
             }
         }
     }
+    let note_after_run = if r.ran {
+        colocation_note(labels.iter().map(String::as_str))
+    } else {
+        None
+    };
     let harvested = (r.harvested_unproven > 0).then(|| {
         format!(
             "harvested-unproven: {} of {} test bindings have no counter-test",
@@ -544,7 +573,27 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
             out.line(n);
         }
     }
+    if let Some(n) = note_after_run {
+        out.err(n);
+    }
     out
+}
+
+/// After `check --run`: when the rows are stuck (some `stale`, `not-run` or `unproven`) and none
+/// resolved to `green` or `red`, the runs could not settle anything, which is what happens when
+/// the git state read is not the guarded code's. Every other label counts as neither.
+pub fn colocation_note<'a>(labels: impl IntoIterator<Item = &'a str>) -> Option<&'static str> {
+    let (mut stuck, mut resolved) = (false, false);
+    for label in labels {
+        match label {
+            "stale" | "not-run" | "unproven" => stuck = true,
+            "green" | "red" => resolved = true,
+            _ => {}
+        }
+    }
+    (stuck && !resolved).then_some(
+        "note: ran the bound checks but none resolved pass/fail (all stale / not-run / unproven) — evctl reads git state from this directory; if the ledger is separate from the guarded code, run evctl in the working tree, or set staleness_ref = local-head",
+    )
 }
 
 pub fn brief(r: &proto::rpc::BriefResult, style: Style, json: bool) -> Out {
@@ -564,14 +613,20 @@ pub fn brief(r: &proto::rpc::BriefResult, style: Style, json: bool) -> Out {
         ));
     }
     for d in &r.decisions {
-        if style.rich {
-            out.line(format!(
-                "{glyph} {}  {}",
-                style.bold(&q(&d.decision)),
-                style.id(&d.id)
-            ));
-        } else {
-            out.line(format!("{}  [user-ruled]", d.decision));
+        match (style.rich, d.bound) {
+            (true, bound) => {
+                let mut row = format!(
+                    "{glyph} {}  {}",
+                    style.bold(&q(&d.decision)),
+                    style.id(&d.id)
+                );
+                if !bound {
+                    row.push_str(&format!("  {}", style.hue("attention", "advisory")));
+                }
+                out.line(row);
+            }
+            (false, true) => out.line(format!("{}  [user-ruled]", d.decision)),
+            (false, false) => out.line(format!("{}  [user-ruled · advisory]", d.decision)),
         }
         for road in &d.rejected_roads {
             let text = format!("rejected {}: {}", road.option, road.claim);
@@ -592,6 +647,17 @@ pub fn brief(r: &proto::rpc::BriefResult, style: Style, json: bool) -> Out {
             style.dim(&footer)
         } else {
             footer
+        });
+    }
+    if r.advisory > 0 {
+        let note = format!(
+            "{} of {} advisory — nothing watches them (heed only); bind a check to catch a violation",
+            r.advisory, r.total
+        );
+        out.line(if style.rich {
+            style.hue("attention", &note)
+        } else {
+            note
         });
     }
     out
@@ -752,5 +818,44 @@ pub fn watch_line(ev: &proto::rpc::WatchEvent, json: bool) -> String {
             c.old.as_deref().unwrap_or("not in view")
         ),
         WatchEvent::Resync { reason } => format!("resync\t-\t-\t({reason})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colocation_note;
+
+    #[test]
+    fn the_colocation_note_needs_a_stuck_row_and_no_resolved_one() {
+        for (labels, note) in [
+            (&["stale"][..], true),
+            (&["not-run", "unproven"], true),
+            (&["stale", "dirty"], true),
+            (
+                &[
+                    "unproven",
+                    "memo",
+                    "exempt",
+                    "gray->red",
+                    "silently-unbound",
+                ],
+                true,
+            ),
+            (&["dirty"], false),
+            (&["exempt"], false),
+            (&["memo", "gray->red", "silently-unbound"], false),
+            (&["green", "not-run"], false),
+            (&["stale", "red"], false),
+            (&[], false),
+        ] {
+            assert_eq!(
+                colocation_note(labels.iter().copied()).is_some(),
+                note,
+                "{labels:?}"
+            );
+        }
+        let text = colocation_note(["stale"]).unwrap_or_default();
+        assert!(text.contains("— evctl reads git state"), "{text}");
+        assert!(text.contains("run evctl in the working tree"), "{text}");
     }
 }

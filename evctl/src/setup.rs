@@ -5,9 +5,10 @@
 //!
 //! It follows upstream ev 0.1.31's `ev setup` where that makes sense: the same three numbered
 //! steps, the same places for the agent files, idempotence, an existing `.claude/settings.json`
-//! never edited (the snippet to add is printed instead), exit 1 outside a git work tree. Every
-//! change is planned first, so `--dry-run` prints exactly what a real run would do and writes
-//! nothing; a real run ends with what it did and what is left to do by hand.
+//! never edited (the snippet to add is printed instead), exit 1 anywhere but the top of a git work
+//! tree, a differing skill backed up before it is replaced. Every change is planned first, so
+//! `--dry-run` prints exactly what a real run would do and writes nothing; a real run ends with
+//! what it did and what is left to do by hand.
 
 use std::fs;
 use std::io;
@@ -36,7 +37,7 @@ pub struct SetupArgs {
     /// Print every change it would make, and make none.
     #[arg(long)]
     pub dry_run: bool,
-    /// The directory to set up (default: the working directory); inside a git work tree.
+    /// The directory to set up (default: the working directory): the top of a git work tree.
     pub target: Option<String>,
 }
 
@@ -95,6 +96,8 @@ the decisions a human ruled on, the ones with rejected roads first.
   even under another name, unless the user asks you to.
 - A user-ruled decision is settled. If what you find contradicts it, stop and tell the user
   what you found; do not work around it.
+- A ruling marked `advisory` has no test watching it: nothing will stop a change that breaks
+  it, so heed it all the more. Binding a test to one of its grounds makes it bound.
 - `evctl reopen <id>` shows one decision in full, with what each of its checks reads now.
 
 ## Before you change a file
@@ -126,6 +129,10 @@ when it breaks. `evctl guard` binds one to the newest decision (HEAD of the stor
     evctl guard "cargo test pool_per_worker" <head-id> "workers never share a connection" \
         --counter-test "cargo test pool_shared_breaks" \
         --on-platform linux-ci --triggered-by src/pool.rs --surface pooling
+
+The counter-test is a negative control: it must fail on the tree as it is now, where the claim
+holds, to show the test can flip at all. One that passes agrees with the test and proves
+nothing; the binding then reads `unproven`, never green.
 
 `--triggered-by` names the files whose change makes the last run stale; `evctl why
 "<selector>"` shows what a test guards.
@@ -260,8 +267,9 @@ impl Report {
     }
 }
 
-/// A file setup owns: written when missing, rewritten when it is setup's own and differs,
-/// backed up then written when it is someone else's (`backup`), else left alone.
+/// A file setup owns: written when missing; when it differs, moved aside to a backup then
+/// written (`backup`: whoever wrote it, an older evctl or a hand), else rewritten when it is
+/// setup's own and left alone when it is someone else's.
 fn own_file(
     r: &mut Report,
     path: &Path,
@@ -281,18 +289,17 @@ fn own_file(
             r.say(format!("   ✓ {what}: already up to date"));
             return Ok(false);
         }
-        Some(Some(t)) if t.contains(MARK) => {}
         Some(_) if backup => {
             let bak = free_name(&PathBuf::from(format!("{}.bak", path.display())));
             if dry {
                 r.say(format!(
-                    "   [dry-run] move the existing file (not evctl's) to {}",
+                    "   [dry-run] move the existing file (it differs from evctl's) to {}",
                     bak.display()
                 ));
             } else {
                 fs::rename(path, &bak)?;
                 r.say(format!(
-                    "   (the existing file was not evctl's: moved to {})",
+                    "   (the existing file differed from evctl's: moved to {})",
                     bak.display()
                 ));
                 r.todo.push(format!(
@@ -301,6 +308,7 @@ fn own_file(
                 ));
             }
         }
+        Some(Some(t)) if t.contains(MARK) => {}
         Some(_) => {
             r.say(format!(
                 "   {} exists and is not evctl's — kept",
@@ -437,7 +445,10 @@ pub async fn run(s: &mut Session, a: SetupArgs) -> Out {
         out.err(message);
         out
     };
-    if !raw.is_dir() {
+    // The top of a work tree, as upstream has it: TARGET/.git, a directory or a file (a linked
+    // work tree, a submodule). A subdirectory of a work tree is refused: the store, the agent's
+    // files and the hooks belong together at the top.
+    if !raw.join(".git").exists() {
         return not_a_tree();
     }
     let layout = match Layout::discover(&raw) {
@@ -447,10 +458,16 @@ pub async fn run(s: &mut Session, a: SetupArgs) -> Out {
     let target = match fs::canonicalize(&raw) {
         Ok(t) => t,
         Err(e) => {
-            return crate::render::refusal(
-                &proto::rpc::Refusal::io(format!("evctl setup: {shown}: {e}")),
-                json,
-            )
+            let message = format!("evctl setup: {shown}: {e}");
+            if json {
+                return crate::render::refusal(&proto::rpc::Refusal::io(message), json);
+            }
+            let mut out = Out {
+                code: 1,
+                ..Out::default()
+            };
+            out.err(message);
+            return out;
         }
     };
     let mut r = Report {

@@ -626,7 +626,16 @@ pub async fn run_tests(
         let falsifiable = match &p.counter_test {
             None => None,
             Some(ct) => match how.sh(&root, ct, plan.green_exit_code) {
-                Ran::Result(cg) => Some(green != cg),
+                Ran::Result(cg) => {
+                    if cg == green {
+                        // A negative control that agrees with the check proves nothing.
+                        warn(&format!(
+                            "warning: counter-test {} did not flip (it agreed with the check) — not a valid negative control; recording unproven",
+                            proto::json::q(ct)
+                        ));
+                    }
+                    Some(green != cg)
+                }
                 Ran::CouldNot(e) => {
                     warn(&format!(
                         "warning: counter-test {} could not run ({e}) — recording unproven",

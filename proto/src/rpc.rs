@@ -397,6 +397,11 @@ pub struct LogEntry {
     pub supersedes: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratifies: Option<String>,
+    /// The tick that supersedes this one (a re-tag or an overturn), anywhere in the store: the
+    /// newest by `held_since`, ties to the greater id. None when nothing does, or when the store
+    /// could not be read whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -1351,6 +1356,10 @@ pub struct BriefRoad {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BriefDecision {
+    /// Whether some ground carries a test check (whatever it supports, so a rejected road's
+    /// tripwire counts): a violation can be caught. Otherwise the ruling is advisory.
+    #[serde(default)]
+    pub bound: bool,
     pub decision: String,
     pub id: String,
     pub load_bearing: bool,
@@ -1363,6 +1372,9 @@ pub struct BriefDecision {
 /// The frozen `ev-brief` contract, field for field.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct BriefResult {
+    /// How many of the `total` rulings are advisory (not bound), counted before the cap.
+    #[serde(default)]
+    pub advisory: u64,
     pub decisions: Vec<BriefDecision>,
     pub elided: u64,
     pub elided_load_bearing: u64,

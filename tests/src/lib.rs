@@ -75,8 +75,9 @@ pub fn upstream_ev() -> PathBuf {
 }
 
 /// Upstream's verbs, as it names them in its hints and refusals (`run \`ev init\` first`).
-const UPSTREAM_VERBS: [&str; 16] = [
+const UPSTREAM_VERBS: [&str; 17] = [
     "init",
+    "setup",
     "show",
     "list",
     "log",
@@ -94,10 +95,35 @@ const UPSTREAM_VERBS: [&str; 16] = [
     "reopen",
 ];
 
+/// Where upstream names itself without one of its verbs after the name: the words around
+/// `ev`, and evctl's.
+const UPSTREAM_SELF_MENTIONS: [(&str, &str); 2] = [
+    // The co-location note after `check --run`.
+    (
+        "— ev reads git state from this directory",
+        "— evctl reads git state from this directory",
+    ),
+    (
+        "run ev in the working tree",
+        "run evctl in the working tree",
+    ),
+];
+
 /// `text` as evctl would say it: evctl names the program the user ran, so every `ev <verb>`
 /// in upstream's words (the word `ev` standing alone, then one of its verbs) reads
-/// `evctl <verb>`. Everything else is left byte for byte.
+/// `evctl <verb>`, as do the few sentences that name `ev` otherwise
+/// ([`UPSTREAM_SELF_MENTIONS`]). Everything else is left byte for byte.
 pub fn as_said_by_evctl(text: &str) -> String {
+    let mut text = verbs_as_said_by_evctl(text);
+    for (theirs, ours) in UPSTREAM_SELF_MENTIONS {
+        if text.contains(theirs) {
+            text = text.replace(theirs, ours);
+        }
+    }
+    text
+}
+
+fn verbs_as_said_by_evctl(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
     let mut rest = text;
     while let Some(at) = rest.find("ev ") {
@@ -597,6 +623,18 @@ mod tests {
                 "tip: evctl why <selector> · evctl reopen <id>",
             ),
             ("`ev list` for all", "`evctl list` for all"),
+            (
+                "ev setup: '/x' is not a git working tree",
+                "evctl setup: '/x' is not a git working tree",
+            ),
+            (
+                "(all stale / not-run / unproven) — ev reads git state from this directory; if \
+                 the ledger is separate from the guarded code, run ev in the working tree, or set \
+                 staleness_ref = local-head\n",
+                "(all stale / not-run / unproven) — evctl reads git state from this directory; \
+                 if the ledger is separate from the guarded code, run evctl in the working tree, \
+                 or set staleness_ref = local-head\n",
+            ),
         ] {
             assert_eq!(as_said_by_evctl(upstream), ours);
         }

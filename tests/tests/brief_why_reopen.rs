@@ -319,6 +319,124 @@ fn brief_caps_orders_and_keeps_its_json_contract_like_upstream() {
 }
 
 #[test]
+fn brief_marks_bound_and_advisory_rulings_like_upstream() {
+    let t = Twins::new();
+    let ruled = ["--authority", "user-ruled", "--blame", "b"];
+    // Bound only through a tripwire on a rejected road.
+    let mut args = vec!["decide", "no ORM", "--reject", "Diesel: too much magic"];
+    args.extend(test_flags("pytest t_no_orm.py", "src"));
+    args.extend(["--verified-at-sha", SHA]);
+    args.extend(ruled);
+    t.step(&args);
+    // Bound through a chosen ground.
+    let mut args = vec!["decide", "UTC everywhere", "--assume", "one clock"];
+    args.extend(test_flags("pytest t_tz.py", "src"));
+    args.extend(["--verified-at-sha", SHA]);
+    args.extend(ruled);
+    t.step(&args);
+    // All bound so far: no advisory mark, no footer, `advisory` still in the contract.
+    let j = t.step(&["brief", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).expect("contract");
+    assert_eq!(v["advisory"], 0);
+    assert!(v["decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .all(|d| d["bound"] == true));
+    let plain = t.step(&["brief"]);
+    assert!(!plain.stdout.contains("advisory"), "{}", plain.stdout);
+    t.rich(&["brief"]);
+    // A person check binds nothing; neither does a bare ground or a road with no tripwire.
+    let mut args = vec![
+        "decide",
+        "ship on Fridays",
+        "--assume",
+        "CI is green",
+        "--revisit",
+        "Q3",
+    ];
+    args.extend(ruled);
+    t.step(&args);
+    let mut args = vec![
+        "decide",
+        "tabs, not spaces",
+        "--assume",
+        "the linter says so",
+    ];
+    args.extend(ruled);
+    t.step(&args);
+    let mut args = vec!["decide", "one repo", "--reject", "polyrepo: drift"];
+    args.extend(ruled);
+    t.step(&args);
+    // Neither agent-proposed nor unruled decisions are counted.
+    t.step(&[
+        "decide",
+        "quiet, not ruled",
+        "--assume",
+        "x",
+        "--blame",
+        "b",
+    ]);
+    t.step(&["propose", "agent idea", "--assume", "y"]);
+
+    let j = t.step(&["brief", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).expect("contract");
+    assert_eq!(
+        (v["advisory"].as_u64(), v["total"].as_u64()),
+        (Some(3), Some(5))
+    );
+    let bound = |name: &str| {
+        v["decisions"]
+            .as_array()
+            .expect("decisions")
+            .iter()
+            .find(|d| d["decision"] == name)
+            .unwrap_or_else(|| panic!("{name} in the brief"))["bound"]
+            .clone()
+    };
+    assert_eq!(bound("no ORM"), true);
+    assert_eq!(bound("UTC everywhere"), true);
+    assert_eq!(bound("ship on Fridays"), false);
+    assert_eq!(bound("tabs, not spaces"), false);
+    assert_eq!(bound("one repo"), false);
+    assert!(j
+        .stdout
+        .starts_with(r#"{"advisory":3,"decisions":[{"bound":"#));
+    let plain = t.step(&["brief"]);
+    assert!(plain
+        .stdout
+        .contains("ship on Fridays  [user-ruled · advisory]\n"));
+    assert!(plain.stdout.contains("UTC everywhere  [user-ruled]\n"));
+    assert!(plain.stdout.ends_with(
+        "3 of 5 advisory — nothing watches them (heed only); bind a check to catch a violation\n"
+    ));
+    t.rich(&["brief"]);
+    // The cap truncates the rows, never the counts.
+    for limit in ["1", "2", "4", "0"] {
+        let r = t.step(&["brief", "--limit", limit]);
+        assert!(
+            r.stdout.contains("3 of 5 advisory"),
+            "{limit}: {}",
+            r.stdout
+        );
+        let j = t.step(&["brief", "--limit", limit, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&j.stdout).expect("contract");
+        assert_eq!(v["advisory"], 3, "{limit}");
+        t.rich(&["brief", "--limit", limit]);
+        t.step(&["--plain", "brief", "--limit", limit]);
+    }
+    // Every brief writes its cost event, plain or JSON.
+    t.same_events();
+    let events =
+        std::fs::read_to_string(t.ours.ev_dir().join("results/events.jsonl")).expect("events");
+    let briefs = events
+        .lines()
+        .filter(|l| l.contains(r#""op":"brief""#))
+        .count();
+    assert!(briefs >= 20, "{briefs} brief events");
+}
+
+#[test]
 fn why_scans_every_live_tick_like_upstream() {
     let t = Twins::new();
     t.why(&["why", "pytest t.py"]);

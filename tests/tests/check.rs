@@ -774,6 +774,190 @@ fn check_run_executes_in_the_caller_and_matches_upstream() {
     }
 }
 
+/// One ground bound to `sel` with `counter` as its counter-test, on `platform`.
+fn run_ground(claim: &str, sel: &str, counter: &str, platform: &str) -> Vec<String> {
+    [
+        "--assume",
+        claim,
+        "--assume-test",
+        sel,
+        "--counter-test",
+        counter,
+        "--on-platform",
+        platform,
+        "--triggered-by",
+        "x.txt",
+        "--surface",
+        "s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+const DID_NOT_FLIP: &str =
+    "did not flip (it agreed with the check) — not a valid negative control; recording unproven";
+
+#[test]
+fn check_run_warns_when_a_counter_test_does_not_flip_like_upstream() {
+    // live-origin with no upstream: the staleness-reference warning follows the run's.
+    let t = Twins::new("staleness_ref = \"live-origin\"\n");
+    decide(
+        &t,
+        "first tick",
+        &[
+            run_ground("both pass", "true", "true", "local"),
+            run_ground("flips", "true", "false", "local"),
+            run_ground("both fail", "exit 3", "exit 4", "local"),
+            run_ground("check cannot run", "nosuchcmd-ev-a", "true", "local"),
+            run_ground("counter cannot run", "false", "nosuchcmd-ev-b", "local"),
+            run_ground("not this platform", "true", "true", "linux-ci"),
+        ],
+        &[],
+    );
+    decide(
+        &t,
+        "second tick",
+        &[run_ground(
+            "quoted",
+            r#"test "x" = y"#,
+            r#"test "x" = z || exit 1"#,
+            "local",
+        )],
+        &[],
+    );
+    // Never without --run.
+    let r = t.step(&["check"]);
+    assert!(!r.stderr.contains("did not flip"), "{}", r.stderr);
+    for args in [
+        &["check", "--run"][..],
+        &["--color", "always", "check", "--run"],
+        &["check", "--run", "--exit-on-red"],
+        &["check", "--run", "--platform", "linux-ci"],
+    ] {
+        t.step_masked(args);
+    }
+    let r = t.step_masked(&["check", "--run"]);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    let flips: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("did not flip"))
+        .collect();
+    // Once per ground, in evaluation order (which is upstream's: the comparison above), the
+    // command Debug-quoted.
+    assert_eq!(flips.len(), 3, "{}", r.stderr);
+    for (got, q) in flips
+        .iter()
+        .zip([r#""true""#, r#""exit 4""#, r#""test \"x\" = z || exit 1""#])
+    {
+        if !flips.contains(&format!("warning: counter-test {q} {DID_NOT_FLIP}").as_str()) {
+            panic!("no warning for {q}: {got}\n{}", r.stderr);
+        }
+    }
+    let last_flip = lines
+        .iter()
+        .rposition(|l| l.contains("did not flip"))
+        .expect("a did-not-flip line");
+    let reference = lines
+        .iter()
+        .position(|l| l.contains("staleness reference"))
+        .expect("the staleness-reference warning");
+    assert!(last_flip < reference, "{}", r.stderr);
+    assert!(r.stderr.contains("could not run ("), "{}", r.stderr);
+    // The receipts record it as not falsifiable.
+    for d in t.dirs() {
+        let rs = t.receipts(d, "exit 3");
+        assert_eq!(rs.last().expect("a receipt")["falsifiable"], false);
+    }
+    t.same_results();
+}
+
+#[test]
+fn check_run_notes_when_no_bound_check_resolved_like_upstream() {
+    let t = Twins::new(NONE_POLICY);
+    let note = "note: ran the bound checks but none resolved pass/fail";
+    // No rows: no note.
+    let r = t.step(&["check", "--run"]);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // Only unproven (a counter-test that agrees) and exempt rows: the note, in both forms.
+    decide(
+        &t,
+        "agreeing counter",
+        &[run_ground("agrees", "true", "true", "local")],
+        &[],
+    );
+    decide(
+        &t,
+        "elsewhere",
+        &[run_ground("on ci", "true", "false", "linux-ci")],
+        &[],
+    );
+    for args in [
+        &["check", "--run", "--attest", "local"][..],
+        &["--color", "always", "check", "--run", "--attest", "local"],
+        &["check", "--run", "--attest", "local", "--exit-on-red"],
+    ] {
+        let r = t.step_masked(args);
+        assert!(r.stderr.ends_with(&format!("{note} (all stale / not-run / unproven) — evctl reads git state from this directory; if the ledger is separate from the guarded code, run evctl in the working tree, or set staleness_ref = local-head\n")), "{args:?}: {}", r.stderr);
+    }
+    // Never without --run.
+    let r = t.step_masked(&["check", "--attest", "local"]);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // not-run (the ci binding, attested here) is stuck too.
+    let r = t.step_masked(&["check", "--run"]);
+    assert!(r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // Exempt alone is neither stuck nor resolved.
+    let r = t.step_masked(&["check", "--run", "--attest", "other"]);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    // One resolved row silences it: green beside not-run and unproven.
+    decide(
+        &t,
+        "proven",
+        &[run_ground("flips", "exit 0", "exit 1", "local")],
+        &[],
+    );
+    let r = t.step_masked(&["check", "--run"]);
+    assert!(r.stdout.contains("green\t"), "{}", r.stdout);
+    assert!(!r.stderr.contains(note), "{}{}", r.stdout, r.stderr);
+    t.same_results();
+    // A stale row (an old receipt on a platform the run does not cover) and nothing resolved.
+    let t = Twins::new(NONE_POLICY);
+    let c = t.head();
+    decide(
+        &t,
+        "aged",
+        &[run_ground("old", "t-old", "c-old", "mac")],
+        &[],
+    );
+    t.put(
+        &key("t-old"),
+        &receipt(
+            "t-old",
+            "mac",
+            &c,
+            "2020-01-01T00:00:00Z",
+            "green",
+            Some(true),
+        ),
+    );
+    for args in [
+        &["check", "--run"][..],
+        &["--color", "always", "check", "--run"],
+        &["check", "--run", "--platform", "mac"],
+    ] {
+        let r = t.step_masked(args);
+        assert!(r.stdout.contains("stale"), "{args:?}: {}", r.stdout);
+        assert!(
+            r.stderr.contains(note),
+            "{args:?}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+    t.same_results();
+}
+
 #[test]
 fn check_run_of_a_harvested_binding_and_outside_git_match_upstream() {
     let t = Twins::new(NONE_POLICY);

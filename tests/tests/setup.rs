@@ -301,3 +301,171 @@ fn a_core_hooks_path_repository_gets_the_gate_where_git_runs_it() {
         "{r:?}"
     );
 }
+
+#[test]
+fn only_the_top_of_a_work_tree_is_set_up_and_refusals_match_upstream() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    std::fs::create_dir_all(p.join("services/api")).expect("mkdir");
+    let plain = tempfile::tempdir().expect("dir");
+    let before = snapshot(p);
+    for (cwd, args) in [
+        (plain.path(), &["setup"][..]),
+        (plain.path(), &["setup", "--dry-run"]),
+        (&p.join("services/api"), &["setup"]),
+        (&p.join("services/api"), &["setup", "--dry-run"]),
+        (&p.join("services"), &["setup", "api"]),
+        (p, &["setup", "services/api"]),
+        (p, &["setup", "--dry-run", "services"]),
+        (p, &["setup", "nowhere"]),
+        (p, &["setup", "README"]),
+        (p, &["--plain", "setup", "services"]),
+    ] {
+        let (ours, theirs) = (w.evctl(cwd, args), w.ev(cwd, args));
+        assert_eq!(ours.code, 1, "{args:?}: {ours:?}");
+        assert_eq!(
+            (ours.code, &ours.stdout, &ours.stderr),
+            (theirs.code, &theirs.stdout, &theirs.stderr),
+            "{args:?} in {}",
+            cwd.display()
+        );
+        assert!(
+            ours.stderr
+                .ends_with("' is not a git working tree — co-location needs one.\n"),
+            "{ours:?}"
+        );
+    }
+    let r = w.evctl(&p.join("services/api"), &["setup"]);
+    assert_eq!(
+        r.stderr,
+        format!(
+            "evctl setup: '{}' is not a git working tree — co-location needs one.\n",
+            p.join("services/api").display()
+        )
+    );
+    assert_eq!(snapshot(p), before, "nothing written");
+    assert!(!plain.path().join(".evolving").exists());
+}
+
+#[test]
+fn a_linked_work_tree_whose_git_is_a_file_is_set_up() {
+    let w = World::new();
+    let repo = Repo::new();
+    let linked = tempfile::tempdir().expect("dir");
+    let tree = linked.path().join("wt");
+    w.git(
+        repo.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            tree.to_str().expect("utf8"),
+            "-b",
+            "wt",
+        ],
+    )
+    .ok();
+    assert!(tree.join(".git").is_file());
+    let r = w.evctl(&tree, &["setup"]).ok();
+    assert!(
+        r.stdout
+            .starts_with(&format!("evctl setup → {}\n", canon(&tree).display())),
+        "{r:?}"
+    );
+    assert!(tree.join(".evolving/config").is_file());
+    assert!(tree.join(".claude/skills/ev/SKILL.md").is_file());
+}
+
+#[test]
+fn a_differing_skill_is_backed_up_whoever_wrote_it_and_colour_flags_are_accepted() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    let skill = p.join(".claude/skills/ev/SKILL.md");
+    let bak = p.join(".claude/skills/ev/SKILL.md.bak");
+    // --color and --plain are accepted (and change nothing: setup prints no colour).
+    let a = w
+        .evctl(p, &["setup", "--dry-run", "--color", "always"])
+        .ok();
+    let b = w.evctl(p, &["--plain", "setup", "--dry-run"]).ok();
+    assert_eq!(a.stdout, b.stdout);
+    assert!(!a.stdout.contains('\x1b'), "{a:?}");
+    assert!(!skill.exists(), "dry runs write nothing");
+
+    w.evctl(p, &["setup"]).ok();
+    let ours = std::fs::read_to_string(&skill).expect("skill");
+    assert!(!bak.exists(), "nothing to back up the first time");
+
+    // An older (or hand-edited) copy of evctl's own skill differs: backed up, then rewritten.
+    let edited = ours.replace("# Decision memory with evctl", "# My notes\n\nkeep these");
+    assert_ne!(edited, ours);
+    std::fs::write(&skill, &edited).expect("write");
+    let dry = w.evctl(p, &["setup", "--dry-run"]).ok();
+    assert!(
+        dry.stdout.contains(&format!(
+            "   [dry-run] move the existing file (it differs from evctl's) to {}\n",
+            canon(p).join(".claude/skills/ev/SKILL.md.bak").display()
+        )),
+        "{dry:?}"
+    );
+    assert!(!bak.exists(), "the dry run moves nothing");
+    let r = w.evctl(p, &["setup"]).ok();
+    assert!(
+        r.stdout.contains(&format!(
+            "   (the existing file differed from evctl's: moved to {})\n",
+            canon(p).join(".claude/skills/ev/SKILL.md.bak").display()
+        )),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&bak).expect("bak"), edited);
+    assert_eq!(std::fs::read_to_string(&skill).expect("skill"), ours);
+
+    // Identical now: a rerun makes no backup.
+    let r = w.evctl(p, &["setup"]).ok();
+    assert!(
+        r.stdout.contains("   ✓ agent skill: already up to date\n"),
+        "{r:?}"
+    );
+    assert!(!p.join(".claude/skills/ev/SKILL.md.bak.2").exists());
+
+    // A foreign skill is backed up too, next to (never over) the older backup.
+    std::fs::write(&skill, "---\nname: someone-elses\n---\n").expect("write");
+    w.evctl(p, &["setup"]).ok();
+    assert_eq!(std::fs::read_to_string(&bak).expect("bak"), edited);
+    assert_eq!(
+        std::fs::read_to_string(p.join(".claude/skills/ev/SKILL.md.bak.2")).expect("bak.2"),
+        "---\nname: someone-elses\n---\n"
+    );
+    assert_eq!(std::fs::read_to_string(&skill).expect("skill"), ours);
+}
+
+#[test]
+fn the_session_hook_is_refreshed_when_it_is_evctls_and_kept_when_it_is_not() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    let hook = p.join(".claude/hooks/ev-brief-sessionstart.sh");
+    w.evctl(p, &["setup"]).ok();
+    let ours = std::fs::read_to_string(&hook).expect("hook");
+    // An older evctl's hook (it carries the marker): rewritten in place, no backup.
+    std::fs::write(&hook, format!("{ours}# an older line\n")).expect("write");
+    let r = w.evctl(p, &["setup"]).ok();
+    assert!(
+        r.stdout.contains("   ✓ session-start brief: written\n"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&hook).expect("hook"), ours);
+    assert!(!p
+        .join(".claude/hooks/ev-brief-sessionstart.sh.bak")
+        .exists());
+    // Someone else's: left alone, and said so.
+    let foreign = "#!/bin/sh\necho mine\n";
+    std::fs::write(&hook, foreign).expect("write");
+    let r = w.evctl(p, &["setup"]).ok();
+    assert!(
+        r.stdout.contains("exists and is not evctl's — kept"),
+        "{r:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&hook).expect("hook"), foreign);
+}

@@ -467,6 +467,132 @@ fn concurrent_proposes_with_one_source_ref_record_exactly_one_tick() {
     assert_eq!(chain(&repo), vec![ids[0].clone()]);
 }
 
+impl Twins {
+    /// Set a tick's `held_since` to `when` in both repositories (the tick files stay identical).
+    fn set_held_since(&self, id: &str, when: &str) {
+        for r in [&self.ours, &self.theirs] {
+            let path = r.ev_dir().join("ticks").join(id);
+            let text = std::fs::read_to_string(&path).expect("tick");
+            let mut v: serde_json::Value = serde_json::from_str(&text).expect("tick is JSON");
+            v["held_since"] = when.into();
+            let mut out = serde_json::to_string_pretty(&v).expect("json");
+            out.push('\n');
+            std::fs::write(&path, out).expect("write tick");
+        }
+    }
+
+    /// `log`, plain and rich, the same in both; returns our plain rows.
+    fn logs(&self) -> Vec<String> {
+        self.step(&["--color", "always", "log"]);
+        let r = self.step(&["log"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        r.stdout.lines().map(str::to_string).collect()
+    }
+}
+
+/// The plain log row of `id`.
+fn row_of<'a>(rows: &'a [String], id: &str) -> &'a str {
+    rows.iter()
+        .find(|r| r.starts_with(id))
+        .unwrap_or_else(|| panic!("no row for {id} in {rows:?}"))
+}
+
+#[test]
+fn log_marks_each_superseded_tick_with_its_newest_child_like_upstream() {
+    let t = Twins::new();
+    t.step(&[
+        "decide",
+        "queue = sqs",
+        "--assume",
+        "managed",
+        "--blame",
+        "b",
+    ]);
+    let first = t.head();
+    t.step(&[
+        "decide",
+        "cache = none",
+        "--assume",
+        "small",
+        "--blame",
+        "b",
+    ]);
+    let untouched = t.head();
+    // Two re-tags of the same ruling, then an overturn of the second one.
+    let r = t.step(&[
+        "supersede",
+        first.as_str(),
+        "--authority",
+        "user-ruled",
+        "--blame",
+        "b",
+    ]);
+    let retag_a = id_of(&r, 1);
+    let r = t.step(&[
+        "supersede",
+        first.as_str(),
+        "--jurisdiction",
+        "A",
+        "--blame",
+        "b",
+    ]);
+    let retag_b = id_of(&r, 1);
+    let r = t.step(&[
+        "supersede",
+        retag_b.as_str(),
+        "queue = kafka",
+        "--assume",
+        "ordering matters",
+        "--blame",
+        "b",
+    ]);
+    let overturn = id_of(&r, 1);
+    t.same_store();
+
+    // Real held_since values: the later child wins; the overturn marks its parent; the head and
+    // an untouched ruling stay unmarked; the status column stays what is on disk.
+    let rows = t.logs();
+    let (a, b) = (retag_a.as_str(), retag_b.as_str());
+    assert!(row_of(&rows, &first).ends_with(&format!("\tsuperseded-by:{b}")));
+    assert!(row_of(&rows, &first).starts_with(&format!("{first}\tlive\t")));
+    assert!(row_of(&rows, b).ends_with(&format!("\tsuperseded-by:{overturn}")));
+    assert!(!row_of(&rows, a).contains("superseded-by"));
+    assert!(!row_of(&rows, &overturn).contains("superseded-by"));
+    assert!(!row_of(&rows, &untouched).contains("superseded-by"));
+    assert_eq!(
+        rows.iter().filter(|r| r.contains("superseded-by")).count(),
+        2
+    );
+
+    // held_since decides before the id, compared as text.
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    t.set_held_since(lo, "2031-01-01T00:00:00Z");
+    t.set_held_since(hi, "2030-12-31T23:59:59.999Z");
+    let rows = t.logs();
+    assert!(row_of(&rows, &first).ends_with(&format!("superseded-by:{lo}")));
+
+    // A tie on held_since goes to the greater id.
+    t.set_held_since(hi, "2031-01-01T00:00:00Z");
+    let rows = t.logs();
+    assert!(row_of(&rows, &first).ends_with(&format!("superseded-by:{hi}")));
+
+    // A child off the walked lineage still marks: HEAD moved back to before the children.
+    for r in [&t.ours, &t.theirs] {
+        std::fs::write(r.ev_dir().join("HEAD"), &untouched).expect("HEAD");
+    }
+    let rows = t.logs();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(row_of(&rows, &first).ends_with(&format!("superseded-by:{hi}")));
+
+    // A store that cannot be read whole marks nothing (and log still walks).
+    for r in [&t.ours, &t.theirs] {
+        std::fs::write(r.ev_dir().join("ticks").join("notes.txt"), "not json").expect("write");
+    }
+    let r = t.step(&["log"]);
+    assert!(!r.stdout.contains("superseded-by"), "{r:?}");
+    t.step(&["--color", "always", "log"]);
+}
+
 #[test]
 fn a_refused_write_writes_nothing() {
     let w = World::new();

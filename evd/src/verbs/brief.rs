@@ -31,6 +31,7 @@ pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refus
         Err(_) => total,
     };
     let elided_load_bearing = kept[shown..].iter().filter(|k| k.2).count();
+    let advisory = kept.iter().filter(|k| !k.1.has_test_check()).count();
     let testbindable = kept[..shown]
         .iter()
         .filter(|k| k.1.has_test_check())
@@ -38,6 +39,7 @@ pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refus
     let decisions = kept[..shown]
         .iter()
         .map(|(_, t, lb)| BriefDecision {
+            bound: t.has_test_check(),
             decision: t.decision.clone(),
             id: t.id.clone(),
             load_bearing: *lb,
@@ -47,6 +49,7 @@ pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refus
         .collect();
     let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     let out = BriefResult {
+        advisory: count(advisory),
         decisions,
         elided: count(total - shown),
         elided_load_bearing: count(elided_load_bearing),

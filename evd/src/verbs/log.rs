@@ -14,6 +14,7 @@ pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
         broken_at: None,
         unreadable: None,
     };
+    let mut children = crate::verbs::superseding_children(store);
     let mut seen = std::collections::HashSet::new();
     while !cur.is_empty() && seen.insert(cur.clone()) {
         let entry = if proto::vocab::is_tick_id(&cur) {
@@ -39,6 +40,7 @@ pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
                     provenance: t.provenance.clone(),
                     supersedes: t.supersedes.clone(),
                     ratifies: t.ratifies.clone(),
+                    superseded_by: children.remove(&t.id),
                 });
                 cur = t.parent_id.clone();
             }

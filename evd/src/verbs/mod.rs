@@ -49,6 +49,31 @@ pub fn tick_value(file: &str, t: &Tick) -> Value {
     v
 }
 
+/// For every superseded tick, the tick that supersedes it: any parseable tick of the whole store
+/// whose `supersedes` names it, whatever its place in the lineage or its status. With several,
+/// the newest `held_since` (compared as text) wins, ties going to the greater id. Empty when the
+/// store cannot be read whole.
+pub fn superseding_children(
+    store: &mut crate::store::Store,
+) -> std::collections::HashMap<String, String> {
+    let mut best: std::collections::HashMap<String, (&str, &str)> = Default::default();
+    let Ok(ticks) = store.ticks() else {
+        return Default::default();
+    };
+    for (file, t) in ticks {
+        let Some(parent) = t.supersedes.as_deref() else {
+            continue;
+        };
+        let candidate = (t.held_since.as_str(), file);
+        best.entry(parent.to_string())
+            .and_modify(|b| *b = (*b).max(candidate))
+            .or_insert(candidate);
+    }
+    best.into_iter()
+        .map(|(parent, (_, child))| (parent, child.to_string()))
+        .collect()
+}
+
 /// One tick looked up by id, the way the single-tick verbs need it.
 pub enum Lookup {
     /// Not a 12-hex id, no such file, or no store at all.

@@ -44,14 +44,7 @@ pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
         Lookup::Broken(e) => return Err(Refusal::io(format!("reading {id}: {e}"))),
         Lookup::Found(t) => t,
     };
-    // Newest (held_since, then file name) tick whose supersedes names this one; none when the
-    // store cannot be listed.
-    let superseded_by = store.ticks().ok().and_then(|ts| {
-        ts.into_iter()
-            .filter(|(_, t)| t.supersedes.as_deref() == Some(id))
-            .max_by(|a, b| a.1.held_since.cmp(&b.1.held_since).then(a.0.cmp(b.0)))
-            .map(|(f, _)| f.to_string())
-    });
+    let superseded_by = crate::verbs::superseding_children(store).remove(id);
     let results = store.results_dir();
     let origin = cached_origin(&results);
     let selected = read_selected(&results);
