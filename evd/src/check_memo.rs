@@ -60,6 +60,8 @@ pub struct TickPart {
     /// A verdict of it asked git about the work tree directly (pathspec magic): it is evaluated
     /// again every time.
     pub volatile: bool,
+    /// The digest of the state file it wrote (see `write_state`).
+    pub state_digest: u64,
     /// Its rows as plain lines (what `check` prints), made once.
     pub plain: OnceLock<String>,
     /// Each trigger question its verdicts rest on: `(ground index, receipt commit, touched)`.
@@ -95,6 +97,9 @@ pub struct Evaluation {
     /// Every current tick's state file was written (a background pass only rewrites existing
     /// ones, so a check cannot reuse its evaluation until the files are all there).
     pub state_complete: bool,
+    /// The store's count of its own state-file writes when this evaluation was made: once an
+    /// evaluation with other flags rewrote some, this one no longer describes them.
+    pub state_epoch: u64,
     /// The receipt cache's generation this evaluation read.
     pub receipts: u64,
     /// The work tree's changes this evaluation read.
@@ -232,6 +237,7 @@ impl Evaluation {
             total,
             valid_until,
             state_complete,
+            state_epoch: 0,
             receipts,
             uncommitted,
             head,
@@ -379,9 +385,13 @@ impl Memos {
         basis: &Basis,
         now: OffsetDateTime,
         complete: bool,
+        state_epoch: u64,
     ) -> Option<Arc<Evaluation>> {
         let i = self.entries.iter().position(|(b, _)| b == basis)?;
         let e = &self.entries[i].1;
+        if e.state_epoch != state_epoch {
+            return None; // still good to build on: its parts check their own state files
+        }
         if e.valid_until.is_some_and(|t| now >= t) {
             self.entries.remove(i);
             return None;
@@ -615,21 +625,22 @@ mod tests {
             volatile: false,
             plain: OnceLock::new(),
             triggered: Vec::new(),
+            state_digest: 0,
         };
         let e = Evaluation::new(vec![Arc::new(part)], true, 1, None, None);
         assert_eq!(e.valid_until, Some(later));
         m.put(basis.clone(), Arc::new(e));
         assert!(m.prior(&basis, now).is_some());
-        assert!(m.get(&basis, now, true).is_some());
+        assert!(m.get(&basis, now, true, 0).is_some());
         let mut moved = basis.clone();
         moved.receipts = 2;
         assert!(m.get(&moved, now, true).is_none());
-        assert!(m.get(&basis, later, true).is_none(), "expired");
-        assert!(m.get(&basis, now, true).is_none(), "and forgotten");
+        assert!(m.get(&basis, later, true, 0).is_none(), "expired");
+        assert!(m.get(&basis, now, true, 0).is_none(), "and forgotten");
         let partial = Evaluation::new(Vec::new(), false, 1, None, None);
         m.put(basis.clone(), Arc::new(partial));
-        assert!(m.get(&basis, now, false).is_some());
-        assert!(m.get(&basis, now, true).is_none());
+        assert!(m.get(&basis, now, false, 0).is_some());
+        assert!(m.get(&basis, now, true, 0).is_none());
     }
 
     #[test]

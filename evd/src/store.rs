@@ -96,6 +96,8 @@ pub struct Store {
     /// git's answers about this repository (its HEAD), reused while nothing they depend on
     /// changed.
     pub git: crate::gitfacts::FactCache,
+    /// How many state files this store wrote (see [`crate::check_memo::Evaluation::state_epoch`]).
+    pub state_epoch: u64,
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
     /// unchanged verdict is not rewritten.
     pub state_written: std::collections::HashMap<String, u64>,
@@ -161,6 +163,7 @@ impl Store {
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
             ranges: None,
+            state_epoch: 0,
             worktree: crate::worktree::Worktree::default(),
             guarded: None,
             git: crate::gitfacts::FactCache::for_repository(),

@@ -1017,3 +1017,50 @@ fn no_store_and_the_in_process_fallback_match_upstream() {
     t.step_env(&[("EVD_NO_DAEMON", "1")], &["check", "--exit-on-red"]);
     t.same_results();
 }
+
+/// State files always hold what the last check read, whatever flags the checks before it had:
+/// a repeated plain check after an `--attest` one rewrites what the attested check wrote.
+#[test]
+fn state_files_follow_the_last_check_whatever_its_flags() {
+    let t = Twins::new(NONE_POLICY);
+    decide(
+        &t,
+        "two platforms",
+        &[ground("holds", "t-p", &["linux-ci", "mac"], "p.txt")],
+        &[],
+    );
+    let c = t.head();
+    let now = now_utc();
+    t.put(
+        &key("t-p"),
+        &receipt("t-p", "linux-ci", &c, &now, "green", Some(true)),
+    );
+    t.append(
+        &key("t-p"),
+        &receipt("t-p", "mac", &c, &now, "green", Some(true)),
+    );
+    // Files an hour old: nothing is suspected of being half-written, so a repeated check with
+    // the same flags is answered from memory.
+    for d in t.dirs() {
+        let ok = Command::new("touch")
+            .args(["-d", "1 hour ago"])
+            .arg(d.join(".evolving").join(key("t-p")))
+            .status()
+            .expect("touch")
+            .success();
+        assert!(ok, "touch");
+    }
+    t.step(&["check"]);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    for args in [
+        &["check"][..],
+        &["check", "--attest", "windows"],
+        &["check"],
+        &["check", "--attest", "windows"],
+        &["check", "--attest", "mac"],
+        &["check"],
+    ] {
+        t.step(args);
+        t.same_results();
+    }
+}

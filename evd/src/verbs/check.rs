@@ -146,7 +146,7 @@ fn write_state(
     policy: &str,
     sha: Option<&str>,
     create: bool,
-) -> bool {
+) -> (bool, u64) {
     use std::hash::{Hash, Hasher};
     // Everything the file says but the time: the tick (content-addressed), each verdict, the
     // reference.
@@ -160,6 +160,21 @@ fn write_state(
     policy.hash(&mut h);
     sha.hash(&mut h);
     let digest = h.finish();
+    (
+        write_state_as(store, tick, graded, policy, sha, create, digest),
+        digest,
+    )
+}
+
+fn write_state_as(
+    store: &mut Store,
+    tick: &Tick,
+    graded: &[Graded],
+    policy: &str,
+    sha: Option<&str>,
+    create: bool,
+    digest: u64,
+) -> bool {
     let id = tick.id.as_str();
     if store.state_written.get(id) == Some(&digest) {
         return true;
@@ -202,6 +217,7 @@ fn write_state(
     store
         .state_watch
         .ours(name.clone(), &mut store.state_written);
+    store.state_epoch += 1;
     if fsio::replace_unsynced(&dir.join(&name), bytes.as_bytes()).is_ok() {
         store.state_written.insert(id.to_string(), digest);
         true
@@ -294,7 +310,7 @@ pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Ref
     let basis = basis(store, req.offline, attest, &config, reference)?;
     let basis_took = started.elapsed();
     let now = crate::clock::now();
-    let eval = match store.memos.get(&basis, now, true) {
+    let eval = match store.memos.get(&basis, now, true, store.state_epoch) {
         Some(e) => e,
         None => {
             let prior = store.memos.prior(&basis, now);
@@ -421,7 +437,11 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
     let basis = basis(store, offline, attest, &config, reference)?;
     let basis_took = started.elapsed();
     let now = crate::clock::now();
-    if store.memos.get(&basis, now, false).is_none() {
+    if store
+        .memos
+        .get(&basis, now, false, store.state_epoch)
+        .is_none()
+    {
         let prior = store.memos.prior(&basis, now);
         let e = evaluate(store, &basis, now, false, prior.as_deref())?;
         tracing::debug!(
@@ -516,7 +536,9 @@ fn evaluate(
                     && moved
                         .as_ref()
                         .is_some_and(|m| m.is_empty() || !guards_any(tick, m))
-                    && store.state_written.contains_key(tick.id.as_str())
+                    // Its state file still says what it says (another flag set may have
+                    // rewritten it since).
+                    && store.state_written.get(tick.id.as_str()) == Some(&p.state_digest)
                     && (!head_moved || git.same_triggers(p))
             });
             (file, tick, kept)
@@ -534,8 +556,8 @@ fn evaluate(
             parts.push(Arc::clone(p));
             continue;
         }
-        let (part, graded) = evaluate_tick(store, file, tick, &inputs, &mut git);
-        complete &= write_state(
+        let (mut part, graded) = evaluate_tick(store, file, tick, &inputs, &mut git);
+        let (written, digest) = write_state(
             store,
             tick,
             &graded,
@@ -543,6 +565,8 @@ fn evaluate(
             basis.reference.as_deref(),
             record,
         );
+        complete &= written;
+        part.state_digest = digest;
         parts.push(Arc::new(part));
     }
     // An answer from a git that overran is no answer: nothing learnt in this pass is kept.
@@ -577,13 +601,15 @@ fn evaluate(
         let changes = store.update_verdicts(&seen);
         store.pending_changes.extend(changes);
     }
-    Ok(Evaluation::new(
+    let mut e = Evaluation::new(
         parts,
         complete,
         basis.receipts,
         basis.uncommitted.clone(),
         basis.head.clone(),
-    ))
+    );
+    e.state_epoch = store.state_epoch;
+    Ok(e)
 }
 
 /// Whether one of `tick`'s test grounds has a trigger covering one of `paths`.
@@ -946,6 +972,7 @@ fn evaluate_tick(
         volatile,
         plain: std::sync::OnceLock::new(),
         triggered: asked,
+        state_digest: 0,
     };
     (part, graded)
 }
