@@ -634,7 +634,7 @@ mod tests {
         assert!(m.get(&basis, now, true, 0).is_some());
         let mut moved = basis.clone();
         moved.receipts = 2;
-        assert!(m.get(&moved, now, true).is_none());
+        assert!(m.get(&moved, now, true, 0).is_none());
         assert!(m.get(&basis, later, true, 0).is_none(), "expired");
         assert!(m.get(&basis, now, true, 0).is_none(), "and forgotten");
         let partial = Evaluation::new(Vec::new(), false, 1, None, None);
