@@ -33,7 +33,7 @@ use crate::session::Session;
 /// ground to a falsifiable test with a counter-test; let evd keep the verdicts hot. evctl finds
 /// the store by walking up from the working directory to the nearest `.evolving/` (like git
 /// finds `.git`), starts evd on first use, and answers in-process when no daemon can be reached
-/// (set EVD_NO_DAEMON=1 to force that). The store stays byte-compatible with ev 0.1.27.
+/// (set EVD_NO_DAEMON=1 to force that). The store stays byte-compatible with ev 0.1.27 to 0.1.32.
 ///
 /// Examples:
 ///   evctl init

@@ -1,4 +1,4 @@
-//! The shared language of evd and evctl: the ev 0.1.27 model, its canonical JSON and ids, the
+//! The shared language of evd and evctl: the ev 0.1.27–0.1.32 model, its canonical JSON and ids, the
 //! frozen golden vectors, and the RPC contract. Pure: nothing here touches the filesystem, the
 //! network, a clock or a process.
 

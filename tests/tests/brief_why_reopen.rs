@@ -1,4 +1,4 @@
-//! The read-and-reflect verbs — brief, why, reopen — against upstream ev 0.1.27, through the
+//! The read-and-reflect verbs — brief, why, reopen — against upstream ev 0.1.32, through the
 //! real evctl → evd path: twin repositories are driven step by step with the same commands, and
 //! every step must give the same stdout, stderr and exit code; the events each verb appends must
 //! have the same shapes (every line compared with `ts` removed), and the rich forms the same

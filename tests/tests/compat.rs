@@ -1,4 +1,4 @@
-//! Byte compatibility with upstream ev 0.1.27, both directions, through the real evctl → evd
+//! Byte compatibility with upstream ev 0.1.32, both directions, through the real evctl → evd
 //! path: the same tick bytes, the same refusals, the same list/log/show/verify answers on stores
 //! upstream made (clean and tampered), and stores we made that upstream accepts.
 

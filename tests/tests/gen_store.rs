@@ -1,5 +1,5 @@
 //! The repository's own store generator (tests/src/store_gen.rs): what it writes must read as a
-//! clean store to upstream `ev` 0.1.27, hold every kind of tick the tests and benches rely on,
+//! clean store to upstream `ev` 0.1.32, hold every kind of tick the tests and benches rely on,
 //! and come out byte-identical for the same seed.
 
 use std::collections::BTreeMap;

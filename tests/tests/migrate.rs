@@ -1,4 +1,4 @@
-//! `migrate` against upstream ev 0.1.27, through the real evctl → evd path: the canonical intake
+//! `migrate` against upstream ev 0.1.32, through the real evctl → evd path: the canonical intake
 //! contract, the four extractors, the jurisdiction map, idempotent re-runs, re-links and
 //! discrepancies, reconcile, bind-check and dry runs — the same stdout, stderr and exit code,
 //! and the same tick bytes (modulo `held_since`). Where the spec marks a [REC], the divergence is

@@ -1,5 +1,5 @@
 //! The write surface beyond decide — propose, ratify, pending, guard, supersede — against
-//! upstream ev 0.1.27: the same command sequence in twin repositories gives the same stdout,
+//! upstream ev 0.1.32: the same command sequence in twin repositories gives the same stdout,
 //! stderr and exit code at every step, the same tick files, and a store upstream verifies.
 
 use std::path::Path;
