@@ -486,3 +486,65 @@ fn watch_needs_a_daemon_and_says_so() {
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("evctl watch needs evd"), "{r:?}");
 }
+
+/// HEAD moving in every way git moves it — a commit elsewhere, one touching the trigger, a
+/// rewind, a merge, a rebase onto a rewritten history, a checkout of an unrelated root — and
+/// the warm daemon's verdicts stay exactly a cold evaluation's, whether its carried answers
+/// applied or it had to ask git again.
+#[test]
+fn verdicts_follow_every_kind_of_head_move_exactly() {
+    let w = World::new();
+    let (repo, _id) = setup(&w);
+    let commit = |file: &str, text: &str, msg: &str| {
+        std::fs::write(repo.path().join(file), text).expect("write");
+        git(&repo, &["add", file]);
+        git(&repo, &["commit", "-q", "-m", msg]);
+    };
+    commit("deps.txt", "redis\n", "deps");
+    let base = repo.head();
+    append_receipt(&repo, &base);
+    let rows = |w: &World| hot_equals_cold(w, &repo);
+    assert!(rows(&w).starts_with("green\t"));
+    // Plain commits elsewhere: carried, still green.
+    commit("a.txt", "1\n", "a1");
+    commit("a.txt", "2\n", "a2");
+    assert!(rows(&w).starts_with("green\t"));
+    // A side branch touching the trigger, merged: stale.
+    git(&repo, &["checkout", "-q", "-b", "side", &base]);
+    commit("deps.txt", "memcached\n", "side deps");
+    git(&repo, &["checkout", "-q", "main"]);
+    git(&repo, &["merge", "-q", "--no-edit", "side"]);
+    assert!(rows(&w).starts_with("stale\t"));
+    // Rewound past the merge: green again.
+    git(&repo, &["reset", "-q", "--hard", "HEAD~1"]);
+    assert!(rows(&w).starts_with("green\t"));
+    // Rebased onto the side branch (a rewritten history that touches the trigger): stale.
+    git(&repo, &["rebase", "-q", "side"]);
+    assert!(rows(&w).starts_with("stale\t"));
+    // An unrelated history (an orphan branch): the receipt's commit is not an ancestor.
+    git(&repo, &["checkout", "-q", "--orphan", "fresh"]);
+    commit("deps.txt", "redis\n", "fresh start");
+    let r = rows(&w);
+    assert!(!r.is_empty(), "{r}");
+    // Back to where the receipt was taken.
+    git(&repo, &["checkout", "-q", "-f", "main"]);
+    git(&repo, &["reset", "-q", "--hard", &base]);
+    assert!(rows(&w).starts_with("green\t"));
+
+    // A restarted daemon takes the answers back from results/ (and carries them over commits
+    // made while it was away); a damaged file is not trusted, and answers stay exact.
+    let cache = repo.ev_dir().join("results/evd-git-answers.json");
+    assert!(cache.is_file(), "answers kept for the next start");
+    w.stop_daemon();
+    commit("a.txt", "3\n", "while evd was away");
+    assert!(rows(&w).starts_with("green\t"));
+    w.stop_daemon();
+    let text = std::fs::read_to_string(&cache).expect("cache");
+    std::fs::write(&cache, text.replace("true", "false")).expect("damage");
+    commit(
+        "deps.txt",
+        "valkey\n",
+        "touch the trigger while evd was away",
+    );
+    assert!(rows(&w).starts_with("stale\t"));
+}
