@@ -14,6 +14,9 @@
 //! check against a watched one at 10,000 ticks. `evbench lsp` runs only the language server
 //! section: how long `evctl lsp` takes to update a file's diagnostics after a commit touching a
 //! trigger or a receipt appended by another process, at 10,000 ticks (`evd_e2e::bench_lsp`).
+//! `evbench follow` runs only the follow section: a check right after a commit, commit to state
+//! file and watch, the first check after a restart, and an editor save to `dirty`, at 1k, 10k and
+//! 100k ticks beside upstream ev's own check (`--no-100k` skips the last; `tests/src/bench_follow.rs`).
 //! `evbench hooks` runs only the hooks section: what
 //! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
 //! last; see `tests/src/bench_hooks.rs`).
@@ -44,6 +47,8 @@ use proto::rpc::{
 use tempfile::TempDir;
 use tokio::net::UnixStream;
 
+#[path = "../bench_follow.rs"]
+mod bench_follow;
 #[path = "../bench_hooks.rs"]
 mod bench_hooks;
 
@@ -1862,6 +1867,9 @@ fn run(report: &mut Report) -> Res<()> {
 
     if bench_hooks::selected() {
         return bench_hooks::run(&w, report, started);
+    }
+    if bench_follow::selected() {
+        return bench_follow::run(&w, report, started);
     }
 
     // `evbench pressure`: only the pressure section (its own daemons, its own stores).
