@@ -153,15 +153,22 @@ enum Seen {
     Index,
 }
 
+/// One watched directory: its drained handle, its live one, and the guarded names in it
+/// (`None`: any).
+type WatchedDir = (DirWatch, Option<DirWatch>, Option<Arc<HashSet<String>>>);
+
 /// The watches on one store's guarded files.
 struct Watched {
     /// The triggers they were made for.
     triggers: Vec<String>,
     prefix: String,
+    /// Made from git's list of tracked files (glob triggers), so a change of the index may
+    /// change what must be watched; otherwise they follow from the triggers alone.
+    from_index: bool,
     /// Git's own directory (drained for `index`, `HEAD`), and its live listener.
     gitdir: (DirWatch, Option<DirWatch>),
-    /// Each directory holding guarded files: drained, live, and the guarded names in it.
-    dirs: Vec<(DirWatch, Option<DirWatch>, Arc<HashSet<String>>)>,
+    /// Each watched directory: drained, live, and the guarded names in it (`None`: any).
+    dirs: Vec<WatchedDir>,
 }
 
 impl Watched {
@@ -181,7 +188,11 @@ impl Watched {
                 Changes::Quiet => {}
                 Changes::Rescan => seen = Seen::Index,
                 Changes::Names(n) => {
-                    if seen == Seen::Nothing && n.iter().any(|n| names.contains(n)) {
+                    let guarded = match names {
+                        Some(names) => n.iter().any(|n| names.contains(n)),
+                        None => true,
+                    };
+                    if seen == Seen::Nothing && guarded {
                         seen = Seen::Files;
                     }
                 }
@@ -197,8 +208,12 @@ pub struct Worktree {
     /// The last whole-tree answer, with the HEAD it was read at.
     known: Option<(Option<String>, Option<Arc<Uncommitted>>)>,
     watched: Option<Watched>,
-    /// Why the guarded files are not watched, when they are not.
+    /// Why the guarded files are not watched, when they are not, and for which triggers (they
+    /// are not tried again until those change).
     unwatched: Option<String>,
+    failed_for: Option<Vec<String>>,
+    /// Git's directory and the root's prefix, found once while watching.
+    located: Option<(PathBuf, String)>,
     sink: Option<Sink>,
     /// git processes spawned, for the bench and tests.
     pub asked: u64,
@@ -214,14 +229,24 @@ impl std::fmt::Debug for Worktree {
     }
 }
 
-fn live(dir: &Path, names: Option<Arc<HashSet<String>>>, sink: &Sink) -> Option<DirWatch> {
+/// Which names of a watched directory matter to its listener.
+#[derive(Clone)]
+enum Heed {
+    /// git's own directory: the index and HEAD.
+    GitDir,
+    /// These names, or (`None`) any.
+    Names(Option<Arc<HashSet<String>>>),
+}
+
+fn live(dir: &Path, heed: Heed, sink: &Sink) -> Option<DirWatch> {
     let sink = Arc::clone(sink);
     let listener: Listener = Arc::new(move |c: dirwatch::Changes| {
-        let relevant = match (&c, &names) {
+        let relevant = match (&c, &heed) {
             (Changes::Quiet, _) => false,
             (Changes::Rescan, _) => true,
-            (Changes::Names(n), Some(names)) => n.iter().any(|n| names.contains(n)),
-            (Changes::Names(n), None) => n.iter().any(|n| n == "index" || n == "HEAD"),
+            (Changes::Names(_), Heed::Names(None)) => true,
+            (Changes::Names(n), Heed::Names(Some(names))) => n.iter().any(|n| names.contains(n)),
+            (Changes::Names(n), Heed::GitDir) => n.iter().any(|n| n == "index" || n == "HEAD"),
         };
         if relevant {
             sink();
@@ -230,19 +255,111 @@ fn live(dir: &Path, names: Option<Arc<HashSet<String>>>, sink: &Sink) -> Option<
     hub().watch(dir, Some(listener)).ok()
 }
 
+/// The directories to watch for `triggers` under `root`, each with the names that matter in it
+/// (`None`: any), and whether they were read from git's index. Plain triggers need no git: a
+/// file's directory (heeding its name), or a directory and every directory below it. A glob, a
+/// trigger naming the whole tree, or one whose directory does not exist yet is answered from
+/// `git ls-files` (and so looked at again when the index moves).
+#[allow(clippy::type_complexity)]
+fn guarded_dirs(
+    root: &Path,
+    triggers: &[String],
+    asked: &mut u64,
+) -> Result<(HashMap<PathBuf, Option<HashSet<String>>>, bool), String> {
+    let too_many = || format!("guarded files span more than {MAX_DIRS} directories");
+    let mut by_dir: HashMap<PathBuf, Option<HashSet<String>>> = HashMap::new();
+    let wildcard = |t: &str| t.bytes().any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'));
+    let plain = |t: &str| {
+        let t = t.trim_end_matches('/');
+        let t = t.strip_prefix("./").unwrap_or(t);
+        (!t.is_empty() && t != "." && !wildcard(t)).then(|| t.to_string())
+    };
+    let mut from_index = false;
+    let mut rewatch = false;
+    for t in triggers {
+        let Some(t) = plain(t) else {
+            from_index = true;
+            continue;
+        };
+        let path = root.join(&t);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => {
+                // The directory and everything below it (not following links, not into git's);
+                // a directory made later is watched once the index moves.
+                rewatch = true;
+                let mut todo = vec![path];
+                while let Some(d) = todo.pop() {
+                    if by_dir.len() >= MAX_DIRS {
+                        return Err(too_many());
+                    }
+                    if let Ok(rd) = std::fs::read_dir(&d) {
+                        for e in rd.flatten() {
+                            if e.file_type().is_ok_and(|k| k.is_dir()) && e.file_name() != ".git" {
+                                todo.push(e.path());
+                            }
+                        }
+                    }
+                    by_dir.insert(d, None);
+                }
+            }
+            _ => {
+                let (dir, name) = match t.rsplit_once('/') {
+                    Some((d, n)) => (root.join(d), n.to_string()),
+                    None => (root.to_path_buf(), t.clone()),
+                };
+                if !dir.is_dir() {
+                    from_index = true;
+                    continue;
+                }
+                // (`None`: the whole directory is heeded already.)
+                if let Some(names) = by_dir.entry(dir).or_insert_with(|| Some(HashSet::new())) {
+                    names.insert(name);
+                }
+            }
+        }
+        if by_dir.len() > MAX_DIRS {
+            return Err(too_many());
+        }
+    }
+    if from_index {
+        let listed = git_raw(root, &["ls-files", "-z"]).ok_or("git ls-files failed")?;
+        *asked += 1;
+        for f in listed.split(|&b| b == 0).filter(|f| !f.is_empty()) {
+            let Ok(f) = std::str::from_utf8(f) else {
+                continue;
+            };
+            if !triggers.iter().any(|t| proto::pathspec::covers(t, f)) {
+                continue;
+            }
+            let (dir, name) = match f.rsplit_once('/') {
+                Some((d, n)) => (root.join(d), n),
+                None => (root.to_path_buf(), f),
+            };
+            if let Some(names) = by_dir.entry(dir).or_insert_with(|| Some(HashSet::new())) {
+                names.insert(name.to_string());
+            }
+            if by_dir.len() > MAX_DIRS {
+                return Err(too_many());
+            }
+        }
+    }
+    Ok((by_dir, from_index || rewatch))
+}
+
 impl Worktree {
     /// Watch guarded files from now on, telling `sink` when one changes. Without a sink nothing
     /// is watched and git is asked on every evaluation.
     pub fn set_sink(&mut self, sink: Option<Sink>) {
         self.sink = sink;
-        self.watched = None;
-        self.known = None;
+        self.reset();
     }
 
     /// Forget everything (the store's watches were lost).
     pub fn reset(&mut self) {
         self.watched = None;
         self.known = None;
+        self.failed_for = None;
+        self.located = None;
     }
 
     /// Why the work tree is asked afresh on every evaluation, if it is.
@@ -275,7 +392,13 @@ impl Worktree {
                 }
             }
         }
-        if seen == Seen::Index {
+        // The index moved: what is committed or staged changed, so git is asked again; what
+        // to watch changes only when it was read from the index.
+        let rebuild = match &self.watched {
+            Some(w) => w.triggers != triggers || (seen == Seen::Index && w.from_index),
+            None => self.failed_for.as_deref() != Some(triggers),
+        };
+        if rebuild {
             self.watched = None;
             self.watch(root, triggers);
         }
@@ -306,42 +429,30 @@ impl Worktree {
             self.unwatched = Some("not watched by a daemon".into());
             return;
         };
-        let made = (|| -> Result<Watched, String> {
-            let (gitdir, prefix) = locate(root).ok_or("not a git work tree")?;
-            self.asked += 1;
-            let drained = DirWatch::new(&gitdir).map_err(|e| e.0)?;
-            let gitdir_live = live(&gitdir, None, &sink);
-            let listed = git_raw(root, &["ls-files", "-z"]).ok_or("git ls-files failed")?;
-            self.asked += 1;
-            let mut by_dir: HashMap<PathBuf, HashSet<String>> = HashMap::new();
-            for f in listed.split(|&b| b == 0).filter(|f| !f.is_empty()) {
-                let Ok(f) = std::str::from_utf8(f) else {
-                    continue;
-                };
-                if !triggers.iter().any(|t| proto::pathspec::covers(t, f)) {
-                    continue;
-                }
-                let (dir, name) = match f.rsplit_once('/') {
-                    Some((d, n)) => (root.join(d), n),
-                    None => (root.to_path_buf(), f),
-                };
-                by_dir.entry(dir).or_default().insert(name.to_string());
-                if by_dir.len() > MAX_DIRS {
-                    return Err(format!(
-                        "guarded files span more than {MAX_DIRS} directories"
-                    ));
-                }
+        let located = match self.located.clone() {
+            Some(l) => Some(l),
+            None => {
+                self.asked += 1;
+                locate(root)
             }
+        };
+        self.located = located.clone();
+        let made = (|| -> Result<Watched, String> {
+            let (gitdir, prefix) = located.ok_or("not a git work tree")?;
+            let drained = DirWatch::new(&gitdir).map_err(|e| e.0)?;
+            let gitdir_live = live(&gitdir, Heed::GitDir, &sink);
+            let (by_dir, from_index) = guarded_dirs(root, triggers, &mut self.asked)?;
             let mut dirs = Vec::with_capacity(by_dir.len());
             for (dir, names) in by_dir {
-                let names = Arc::new(names);
+                let names = names.map(Arc::new);
                 let drained = DirWatch::new(&dir).map_err(|e| e.0)?;
-                let l = live(&dir, Some(Arc::clone(&names)), &sink);
+                let l = live(&dir, Heed::Names(names.clone()), &sink);
                 dirs.push((drained, l, names));
             }
             Ok(Watched {
                 triggers: triggers.to_vec(),
                 prefix,
+                from_index,
                 gitdir: (drained, gitdir_live),
                 dirs,
             })
@@ -350,8 +461,10 @@ impl Worktree {
             Ok(w) => {
                 self.watched = Some(w);
                 self.unwatched = None;
+                self.failed_for = None;
             }
             Err(why) => {
+                self.failed_for = Some(triggers.to_vec());
                 tracing::debug!(reason = %why, root = %root.display(), "guarded files not watched; the work tree is asked on every evaluation");
                 self.unwatched = Some(why);
             }
@@ -372,6 +485,44 @@ mod tests {
         );
         assert!(parse_porcelain(b"garbage").is_none());
         assert_eq!(parse_porcelain(b"").expect("empty"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn plain_triggers_are_watched_without_git_and_globs_through_the_index() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path();
+        for f in [
+            "deps.txt",
+            "db/schema.sql",
+            "db/migrations/001.sql",
+            "src/a.rs",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&p, "x").expect("write");
+        }
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut asked = 0;
+        let (dirs, from_index) =
+            guarded_dirs(root, &t(&["deps.txt", "./src/a.rs"]), &mut asked).expect("dirs");
+        assert!(!from_index);
+        assert_eq!(asked, 0, "no git for plain file triggers");
+        let names = dirs[root].as_ref().expect("names");
+        assert!(names.contains("deps.txt") && names.len() == 1);
+        assert!(dirs[&root.join("src")]
+            .as_ref()
+            .expect("names")
+            .contains("a.rs"));
+        // A directory: it and every directory below, any name; looked at again when the index
+        // moves (a new directory may come with new tracked files).
+        let (dirs, again) = guarded_dirs(root, &t(&["db/"]), &mut asked).expect("dirs");
+        assert!(again);
+        assert!(dirs[&root.join("db")].is_none());
+        assert!(dirs[&root.join("db/migrations")].is_none());
+        assert_eq!(dirs.len(), 2);
+        // A trigger in a directory not made yet needs the index (not a repository here).
+        assert!(guarded_dirs(root, &t(&["gen/out.txt"]), &mut asked).is_err());
+        assert!(guarded_dirs(root, &t(&["*.sql"]), &mut asked).is_err());
     }
 
     #[test]

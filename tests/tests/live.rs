@@ -548,3 +548,113 @@ fn verdicts_follow_every_kind_of_head_move_exactly() {
     );
     assert!(rows(&w).starts_with("stale\t"));
 }
+
+/// `dirty` follows directory and glob triggers live too, including a file tracked after the
+/// watches were made, in a directory made after them.
+#[test]
+fn dirty_follows_directory_and_glob_triggers_live() {
+    let w = World::new();
+    let repo = Repo::new();
+    w.evctl(repo.path(), &["init"]).ok();
+    let config = repo.ev_dir().join("config");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, text.replace("\"live-origin\"", "\"none\"")).expect("config");
+    std::fs::create_dir_all(repo.path().join("db")).expect("mkdir");
+    std::fs::write(repo.path().join("db/schema.sql"), "create\n").expect("write");
+    std::fs::write(repo.path().join("api.proto"), "service\n").expect("write");
+    git(&repo, &["add", "db", "api.proto"]);
+    git(&repo, &["commit", "-q", "-m", "files"]);
+    let head = repo.head();
+    let mut ids = Vec::new();
+    for (decision, trigger, selector) in [
+        ("the schema", "db", "true"),
+        ("the protos", "*.proto", "true "),
+    ] {
+        let r = w
+            .evctl(
+                repo.path(),
+                &[
+                    "decide",
+                    decision,
+                    "--assume",
+                    "holds",
+                    "--assume-test",
+                    selector,
+                    "--counter-test",
+                    "false",
+                    "--on-platform",
+                    "linux-ci",
+                    "--triggered-by",
+                    trigger,
+                    "--surface",
+                    "s",
+                    "--verified-at-sha",
+                    &head,
+                    "--blame",
+                    "b",
+                ],
+            )
+            .ok();
+        ids.push(r.stdout.split_whitespace().nth(1).expect("id").to_string());
+        let line = format!(
+            "{{\"commit\":\"{head}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{}\",\"result\":\"green\",\"test\":\"{selector}\"}}\n",
+            now_rfc3339()
+        );
+        let dir = repo.ev_dir().join("results/receipts");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(dir.join(format!("{}.jsonl", proto::id::receipt_key(selector))))
+            .expect("open")
+            .write_all(line.as_bytes())
+            .expect("append");
+    }
+    let r = w.evctl(repo.path(), &["check"]).ok();
+    assert_eq!(r.stdout.matches("green\t").count(), 2, "{r:?}");
+    let watch = Watch::start(&w, &repo);
+    std::thread::sleep(Duration::from_millis(300));
+    let verdict_of = |id: &str| state_verdict(&repo, id);
+
+    std::fs::write(repo.path().join("api.proto"), "service v2\n").expect("write");
+    assert_eq!(watch.expect("dirty")["tick_id"], ids[1].as_str());
+    std::fs::write(repo.path().join("api.proto"), "service\n").expect("revert");
+    watch.expect("green");
+
+    // A new directory under the guarded one, its file tracked, then edited.
+    std::fs::create_dir_all(repo.path().join("db/migrations")).expect("mkdir");
+    std::fs::write(repo.path().join("db/migrations/001.sql"), "alter\n").expect("write");
+    git(&repo, &["add", "db/migrations/001.sql"]);
+    assert_eq!(watch.expect("dirty")["tick_id"], ids[0].as_str());
+    git(&repo, &["commit", "-q", "-m", "migration"]);
+    watch.expect("stale");
+    assert!(wait_until(Duration::from_secs(10), || verdict_of(&ids[0])
+        .as_deref()
+        == Some("stale")));
+    // Re-run at the new HEAD: green; then an edit in the new directory reads dirty.
+    let head = repo.head();
+    let line = format!(
+        "{{\"commit\":\"{head}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{}\",\"result\":\"green\",\"test\":\"true\"}}\n",
+        now_rfc3339()
+    );
+    {
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(
+                repo.ev_dir()
+                    .join("results/receipts")
+                    .join(format!("{}.jsonl", proto::id::receipt_key("true"))),
+            )
+            .expect("open")
+            .write_all(line.as_bytes())
+            .expect("append");
+    }
+    watch.expect("green");
+    std::fs::write(repo.path().join("db/migrations/001.sql"), "alter table\n").expect("write");
+    watch.expect("dirty");
+    assert!(wait_until(Duration::from_secs(10), || verdict_of(&ids[0])
+        .as_deref()
+        == Some("dirty")));
+}
