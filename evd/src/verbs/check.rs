@@ -244,7 +244,7 @@ fn basis(
     let root = store.root().to_path_buf();
     let head = git_head(&mut store.git, &root);
     let guarded = store.guarded_paths()?;
-    let uncommitted = store.worktree.uncommitted(&root, head.as_deref(), &guarded);
+    let uncommitted = store.uncommitted_and_ranges(head.as_deref(), &guarded);
     Ok(Basis {
         offline,
         attest,
