@@ -31,5 +31,6 @@ pub mod users;
 pub mod verbs;
 pub mod verdict;
 pub mod verdict_inputs;
+pub mod verify_memo;
 pub mod view;
 pub mod watcher;

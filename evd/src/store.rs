@@ -54,7 +54,12 @@ struct Cached {
     entry: Entry,
     /// A tick's decision identity (for the current-view collapse), computed once per read.
     identity: Option<crate::view::Identity>,
+    /// New at every read (see [`Store::tick_serial`]).
+    serial: u64,
 }
+
+/// Where [`Cached`] serials come from.
+static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Cached {
     fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
@@ -66,6 +71,7 @@ impl Cached {
             stamp,
             entry,
             identity,
+            serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -118,6 +124,10 @@ pub struct Store {
     /// The id of the write request being served, if it has one: an append records its intent
     /// under it first.
     pub current_request: Option<String>,
+    /// The last audit of `ticks/`, file by file.
+    pub verify_memo: crate::verify_memo::VerifyMemo,
+    /// The plain `list` answer file, with the tick generation it was written for.
+    pub list_answer: Option<(u64, crate::answers::AnswerFile)>,
 }
 
 /// The current view: `(file name, tick)`, newest first.
@@ -131,10 +141,10 @@ pub type VerdictSnapshot =
 pub type TriggerAnswers =
     std::collections::HashMap<String, std::collections::HashMap<Vec<String>, bool>>;
 
-/// `ticks/` as read fresh from disk for the audit.
-pub struct FreshTicks {
-    /// Every regular file (and symlink, which the audit reports), with its text.
-    pub files: Vec<crate::audit::AuditFile>,
+/// The entries of `ticks/`, as listed fresh for the audit.
+pub struct TicksListing {
+    /// Every regular file and symlink: `(name, is a symlink)`, in directory order.
+    pub files: Vec<(String, bool)>,
     /// Every other entry, by name, with what it is ("a directory"), sorted by name.
     pub odd: Vec<(String, &'static str)>,
 }
@@ -172,6 +182,8 @@ impl Store {
             pending_changes: Vec::new(),
             requests: crate::requests::RequestLog::new(&results),
             current_request: None,
+            verify_memo: Default::default(),
+            list_answer: None,
         }
     }
 
@@ -247,6 +259,7 @@ impl Store {
                 self.state_written.clear();
                 self.verdicts = None;
                 self.requests.reset();
+                self.verify_memo.clear();
             }
             None => {}
         }
@@ -462,7 +475,12 @@ impl Store {
                     self.ticks_stamp = Some(stamp);
                     return Ok(());
                 }
-                Some(Changes::Rescan) => self.watch = None,
+                Some(Changes::Rescan) => {
+                    // Events were lost: whatever was built on this generation is suspect, even
+                    // if the scan below finds every file as it was.
+                    self.watch = None;
+                    self.ticks_generation += 1;
+                }
                 // No watch: nothing short of looking at every file can tell that a tick was
                 // edited in place, so the scan below re-stats them all.
                 None => {}
@@ -749,18 +767,17 @@ impl Store {
         fsio::read_text_opt(&self.ticks_dir().join(id))
     }
 
-    /// Read every tick file fresh from disk, bypassing the cache (for the audit). The reads are
-    /// spread over the available cores. Entries of `ticks/` that are neither regular files nor
-    /// symlinks (directories, FIFOs, sockets, devices) are not read; they are returned by name
-    /// with what they are, for the audit to report.
-    pub fn read_all_fresh(&self) -> Result<FreshTicks, Refusal> {
+    /// What `ticks/` holds right now, read fresh from the directory (for the audit): every
+    /// regular file and symlink by name (`true` for a symlink, which the audit reports), and
+    /// every other entry (directories, FIFOs, sockets, devices) by name with what it is, sorted
+    /// by name. Nothing is read but the directory: `d_type` tells the kinds apart.
+    pub fn list_ticks_dir(&self) -> Result<TicksListing, Refusal> {
         let dir = self.ticks_dir();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-        let mut names = Vec::new();
+        let mut files = Vec::new();
         let mut odd = Vec::new();
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-            // d_type from readdir: no stat needed to set aside directories and spot links.
             let Ok(ft) = ent.file_type() else { continue };
             if !ft.is_file() && !ft.is_symlink() {
                 let name = ent.file_name().to_string_lossy().into_owned();
@@ -770,50 +787,42 @@ impl Store {
                 odd.push((name, kind));
                 continue;
             }
-            names.push((
+            files.push((
                 ent.file_name().to_string_lossy().into_owned(),
                 ft.is_symlink(),
             ));
         }
-        let read = |(name, link): &(String, bool)| {
-            let text = if *link {
-                Err(format!(
-                    "{name} is a symlink (evd never follows links inside a store)"
-                ))
-            } else {
-                fsio::read_text(&dir.join(name)).map_err(|e| e.to_string())
-            };
-            crate::audit::AuditFile {
-                name: name.clone(),
-                text,
-            }
-        };
-        let workers = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, 8);
-        let chunk = names.len().div_ceil(workers).max(512);
         odd.sort();
-        if names.len() <= chunk {
-            return Ok(FreshTicks {
-                files: names.iter().map(read).collect(),
-                odd,
-            });
+        Ok(TicksListing { files, odd })
+    }
+
+    /// One file of `ticks/` read fresh for the audit: its text, or the whole-store error it
+    /// causes as upstream words it.
+    pub fn read_for_audit(&self, name: &str, symlink: bool) -> Result<String, String> {
+        if symlink {
+            return Err(format!(
+                "{name} is a symlink (evd never follows links inside a store)"
+            ));
         }
-        let files = std::thread::scope(|scope| {
-            let handles: Vec<_> = names
-                .chunks(chunk)
-                .map(|c| scope.spawn(move || c.iter().map(read).collect::<Vec<_>>()))
-                .collect();
-            let mut out = Vec::with_capacity(names.len());
-            for h in handles {
-                out.extend(h.join().map_err(|_| {
-                    Refusal::io("reading store: internal error while reading tick files")
-                })?);
-            }
-            Ok::<_, Refusal>(out)
-        })?;
-        Ok(FreshTicks { files, odd })
+        fsio::read_text(&self.ticks_dir().join(name)).map_err(|e| e.to_string())
+    }
+
+    /// Whether `ticks/` is watched (inotify), so that [`Store::ticks_generation`] moving is the
+    /// only way its content can have changed.
+    pub fn ticks_watched(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    /// Whether the tick cache has read `ticks/` at least once.
+    pub fn ticks_loaded(&self) -> bool {
+        self.ticks_stamp.is_some()
+    }
+
+    /// The serial of the cached read of one file of `ticks/` (after a refresh): a number that
+    /// is new every time the cache reads the file again, so equal serials mean the file was
+    /// not seen to change in between.
+    pub fn tick_serial(&self, name: &str) -> Option<u64> {
+        self.files.get(name).map(|c| c.serial)
     }
 
     /// The shared append: write `ticks/<id>` durably, then move HEAD. Only a lock holder may

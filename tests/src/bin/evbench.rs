@@ -38,8 +38,8 @@ use evd::verbs as ops;
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{Client, ClientBuilder};
 use proto::rpc::{
-    Context, DaemonStatus, DecideRequest, EvApiClient, HelloRequest, IdRequest, StoreRequest,
-    VerifyRequest, PROTOCOL_VERSION,
+    Context, DaemonStatus, DecideRequest, EvApiClient, HelloRequest, IdRequest, VerifyRequest,
+    PROTOCOL_VERSION,
 };
 use tempfile::TempDir;
 use tokio::net::UnixStream;
@@ -694,8 +694,9 @@ fn bench_reads(
         label,
         "RPC only",
         measure(fx.runs_list, 2, || {
-            let req = StoreRequest {
+            let req = proto::rpc::ListRequest {
                 context: ctx.clone(),
+                form: proto::rpc::ListForm::Entries,
             };
             rt.block_on(client.list(req))
                 .map(|_| ())
@@ -756,8 +757,8 @@ fn bench_reads(
         label,
         "in-process, fresh Store",
         measure(fx.runs_verify, 1, || {
-            let s = Store::new(root.clone());
-            audit = Some(ops::verify(&s, false).map_err(|r| r.message)?);
+            let mut s = Store::new(root.clone());
+            audit = Some(ops::verify(&mut s, false).map_err(|r| r.message)?);
             Ok(())
         })?,
     );
@@ -805,8 +806,8 @@ fn bench_reads(
         while v.len() < 5 && (v.is_empty() || started.elapsed() < SERIES_BUDGET) {
             evicted = evict_from_page_cache(&ticks_dir)?;
             let t = Instant::now();
-            let s = Store::new(root.clone());
-            ops::verify(&s, false).map_err(|r| r.message)?;
+            let mut s = Store::new(root.clone());
+            ops::verify(&mut s, false).map_err(|r| r.message)?;
             v.push(t.elapsed());
         }
         let mut s = stats(v);
