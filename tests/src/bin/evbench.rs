@@ -14,6 +14,9 @@
 //! check against a watched one at 10,000 ticks. `evbench lsp` runs only the language server
 //! section: how long `evctl lsp` takes to update a file's diagnostics after a commit touching a
 //! trigger or a receipt appended by another process, at 10,000 ticks (`evd_e2e::bench_lsp`).
+//! `evbench store` runs only the store section: evd's RSS holding a 1k, 10k and 100k-tick store
+//! with its verdicts, `verify` cold and repeated, `list` and a warm `check`, each next to
+//! upstream `ev` 0.1.32 on the same store (capped; see `tests/src/bench_store.rs`).
 //! `evbench hooks` runs only the hooks section: what
 //! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
 //! last; see `tests/src/bench_hooks.rs`).
@@ -46,6 +49,8 @@ use tokio::net::UnixStream;
 
 #[path = "../bench_hooks.rs"]
 mod bench_hooks;
+#[path = "../bench_store.rs"]
+mod bench_store;
 
 type Res<T> = Result<T, String>;
 
@@ -58,9 +63,14 @@ struct Bins {
 /// `evd` and `evctl` beside this executable, or a clear message saying how to build them.
 fn locate_bins() -> Res<Bins> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find evbench itself: {e}"))?;
-    let dir = exe
+    let beside = exe
         .parent()
-        .ok_or_else(|| format!("{} has no parent directory", exe.display()))?;
+        .ok_or_else(|| format!("{} has no parent directory", exe.display()))?
+        .to_path_buf();
+    // `EVBENCH_BIN_DIR`: another build's evd and evctl (a before/after in one harness).
+    let dir = std::env::var_os("EVBENCH_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or(beside);
     let bins = Bins {
         evd: dir.join("evd"),
         evctl: dir.join("evctl"),
@@ -1863,6 +1873,11 @@ fn run(report: &mut Report) -> Res<()> {
 
     if bench_hooks::selected() {
         return bench_hooks::run(&w, report, started);
+    }
+
+    // `evbench store`: memory, verify, list and check against upstream, one store at a time.
+    if bench_store::selected() {
+        return bench_store::run(&w, report, started);
     }
 
     // `evbench pressure`: only the pressure section (its own daemons, its own stores).
