@@ -45,7 +45,8 @@ pub struct Basis {
 #[derive(Debug)]
 pub struct TickPart {
     pub file: String,
-    pub tick: Arc<Tick>,
+    /// The tick as the cache holds it (the very same handle while the file is unchanged).
+    pub tick: Arc<crate::packed::PackedTick>,
     /// One row per test ground.
     pub rows: Vec<CheckRow>,
     /// Its `harvested` and `check` events, in order.
@@ -108,18 +109,15 @@ impl TriggerIndex {
         let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         let mut triggers: Vec<(String, Vec<(usize, u8)>)> = Vec::new();
         for (i, p) in parts.iter().enumerate() {
-            for (index, g) in p.tick.grounds.iter().enumerate() {
-                let Some(proto::model::Check::Test { liveness, .. }) = &g.check else {
-                    continue;
-                };
+            for (index, _, triggered_by) in p.tick.test_bindings() {
                 let severity = p
                     .rows
                     .iter()
                     .find(|r| r.ground_index == index)
                     .map_or(0, |r| proto::rpc::severity(&r.label, r.gating));
-                for t in &liveness.triggered_by {
+                for t in triggered_by.iter() {
                     let slot = *at.entry(t).or_insert_with(|| {
-                        triggers.push((t.clone(), Vec::new()));
+                        triggers.push((t.to_string(), Vec::new()));
                         triggers.len() - 1
                     });
                     let list = &mut triggers[slot].1;
@@ -573,7 +571,7 @@ mod tests {
         let mut m = Memos::default();
         let part = TickPart {
             file: "bbbbbbbbbbbb".into(),
-            tick: Arc::new(tick()),
+            tick: Arc::new(crate::packed::PackedTick::pack(&tick())),
             rows: Vec::new(),
             events: Vec::new(),
             keys: Vec::new(),

@@ -18,6 +18,7 @@ pub mod intake;
 pub mod limits;
 pub mod lint;
 pub mod lock;
+pub mod packed;
 pub mod paths;
 pub mod receipt_cache;
 pub mod receipts;

@@ -16,11 +16,13 @@ use crate::config::{Config, DEFAULT_CONFIG};
 use crate::dirwatch::{Changes, DirWatch};
 use crate::fsio;
 use crate::lock::{self, Holder, LockFile};
+use crate::packed::PackedTick;
 
 /// What one file of `ticks/` holds, as last read.
 #[derive(Debug, Clone)]
 pub enum Entry {
-    Tick(Arc<Tick>),
+    /// A valid tick, packed ([`PackedTick::tick`] rebuilds it).
+    Tick(Arc<PackedTick>),
     /// JSON, but not a valid tick: the reader's message.
     Invalid(String),
     /// Not JSON: poisons whole-store reads (`reading store: <file>: <error>`).
@@ -62,11 +64,21 @@ struct Cached {
 static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Cached {
+    /// A file that is not a valid tick.
     fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
-        let identity = match &entry {
-            Entry::Tick(t) => Some(crate::view::identity_of(t)),
-            _ => None,
-        };
+        Cached::with(stamp, entry, None)
+    }
+
+    /// A valid tick, packed, with its identity.
+    fn tick(stamp: Option<Stamp>, tick: &Tick) -> Cached {
+        Cached::with(
+            stamp,
+            Entry::Tick(Arc::new(PackedTick::pack(tick))),
+            Some(crate::view::identity_of(tick)),
+        )
+    }
+
+    fn with(stamp: Option<Stamp>, entry: Entry, identity: Option<crate::view::Identity>) -> Cached {
         Cached {
             stamp,
             entry,
@@ -131,7 +143,7 @@ pub struct Store {
 }
 
 /// The current view: `(file name, tick)`, newest first.
-pub type CurrentView = Vec<(String, Arc<Tick>)>;
+pub type CurrentView = Vec<(String, Arc<PackedTick>)>;
 
 /// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
 pub type VerdictSnapshot =
@@ -566,7 +578,7 @@ impl Store {
     }
 
     /// Every parseable tick, refreshed (whole-store read rules apply).
-    pub fn ticks(&mut self) -> Result<Vec<(&str, &Tick)>, Refusal> {
+    pub fn ticks(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
         Ok(self
             .entries()?
             .into_iter()
@@ -577,11 +589,21 @@ impl Store {
             .collect())
     }
 
+    /// [`Store::current`], each tick rebuilt whole (for the few verbs that need every field of
+    /// every current tick).
+    pub fn current_ticks(&mut self) -> Result<Vec<(&str, Tick)>, Refusal> {
+        Ok(self
+            .current()?
+            .into_iter()
+            .map(|(f, t)| (f, t.tick()))
+            .collect())
+    }
+
     /// The current view (see [`crate::view`]), newest first, from the cached identities.
     /// Whole-store read rules apply.
-    pub fn current(&mut self) -> Result<Vec<(&str, &Tick)>, Refusal> {
+    pub fn current(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
         self.entries()?;
-        let inputs: Vec<(&str, &Tick, crate::view::Identity)> = self
+        let inputs: Vec<(&str, &PackedTick, crate::view::Identity)> = self
             .files
             .iter()
             .filter_map(|(n, c)| match (&c.entry, c.identity) {
@@ -601,7 +623,7 @@ impl Store {
                 return Ok(Arc::clone(view));
             }
         }
-        let inputs: Vec<(&str, &Arc<Tick>, crate::view::Identity)> = self
+        let inputs: Vec<(&str, &Arc<PackedTick>, crate::view::Identity)> = self
             .files
             .iter()
             .filter_map(|(n, c)| match (&c.entry, c.identity) {
@@ -609,12 +631,12 @@ impl Store {
                 _ => None,
             })
             .collect();
-        let plain: Vec<(&str, &Tick, crate::view::Identity)> = inputs
+        let plain: Vec<(&str, &PackedTick, crate::view::Identity)> = inputs
             .iter()
             .map(|(n, t, id)| (*n, t.as_ref(), *id))
             .collect();
         // The view keeps the inputs' order of identity; map each chosen tick back to its handle.
-        let by_name: std::collections::HashMap<&str, &Arc<Tick>> =
+        let by_name: std::collections::HashMap<&str, &Arc<PackedTick>> =
             inputs.iter().map(|(n, t, _)| (*n, *t)).collect();
         let view: CurrentView = crate::view::current(&plain)
             .into_iter()
@@ -864,10 +886,8 @@ impl Store {
         if in_sync {
             self.ticks_stamp = dir_stamp();
         }
-        self.files.insert(
-            tick.id.clone(),
-            Cached::new(file_stamp, Entry::Tick(Arc::new(tick))),
-        );
+        self.files
+            .insert(tick.id.clone(), Cached::tick(file_stamp, &tick));
         // Whatever was computed from the ticks before this append is out of date, whether or
         // not a watch will also report the new file.
         self.ticks_generation += 1;
@@ -1042,10 +1062,7 @@ impl Store {
             let file_stamp = fs::symlink_metadata(dir.join(&t.id))
                 .ok()
                 .map(|m| Stamp::of(&m));
-            self.files.insert(
-                t.id.clone(),
-                Cached::new(file_stamp, Entry::Tick(Arc::new(t.clone()))),
-            );
+            self.files.insert(t.id.clone(), Cached::tick(file_stamp, t));
         }
         self.ticks_generation += 1;
         Ok(())
@@ -1073,8 +1090,8 @@ impl Store {
         let mut children: std::collections::HashMap<&str, Vec<&str>> =
             std::collections::HashMap::new();
         for (name, t) in &ticks {
-            if t.parent_id != *name {
-                children.entry(t.parent_id.as_str()).or_default().push(name);
+            if t.parent_id() != *name {
+                children.entry(t.parent_id()).or_default().push(name);
             }
         }
         let mut tip = head.as_str();
@@ -1139,7 +1156,11 @@ fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
             )),
         );
     }
-    Cached::new(stamp_of_regular(m), read_entry(path))
+    let stamp = stamp_of_regular(m);
+    match read_entry(path) {
+        Ok(t) => Cached::tick(stamp, &t),
+        Err(e) => Cached::new(stamp, e),
+    }
 }
 
 fn is_suspect(c: &Cached) -> bool {
@@ -1154,14 +1175,14 @@ fn is_suspect(c: &Cached) -> bool {
     }
 }
 
-/// Read and parse one tick file.
-fn read_entry(path: &Path) -> Entry {
+/// Read and parse one tick file: the tick, or the entry that says why it is none.
+fn read_entry(path: &Path) -> Result<Tick, Entry> {
     match fsio::read_text(path) {
-        Err(e) => Entry::Unreadable(e.to_string()),
+        Err(e) => Err(Entry::Unreadable(e.to_string())),
         Ok(text) => match Tick::parse(&text) {
-            Ok(t) => Entry::Tick(Arc::new(t)),
-            Err(TickParseError::NotJson(e)) => Entry::NotJson(e),
-            Err(TickParseError::Invalid(e)) => Entry::Invalid(e),
+            Ok(t) => Ok(t),
+            Err(TickParseError::NotJson(e)) => Err(Entry::NotJson(e)),
+            Err(TickParseError::Invalid(e)) => Err(Entry::Invalid(e)),
         },
     }
 }
@@ -1191,7 +1212,7 @@ mod tests {
         fs::write(&path, t.file_bytes()).expect("fill in place");
         let ticks = s.ticks().expect("readable now");
         assert_eq!(ticks.len(), 1);
-        assert_eq!(ticks[0].1.decision, "d");
+        assert_eq!(ticks[0].1.decision(), "d");
     }
 
     #[test]

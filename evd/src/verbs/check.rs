@@ -438,34 +438,35 @@ fn evaluate(
     // Which ticks keep their part, and which are evaluated again.
     let plan: Vec<_> = view
         .iter()
-        .filter(|(_, t)| t.status == "live")
-        .map(|(file, tick)| {
+        .filter(|(_, t)| t.status() == "live")
+        .map(|(file, packed)| {
             let kept = reusable.get(file.as_str()).copied().filter(|p| {
-                Arc::ptr_eq(&p.tick, tick)
+                Arc::ptr_eq(&p.tick, packed)
                     && changed
                         .as_ref()
                         .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k)))
-                    && store.state_written.contains_key(tick.id.as_str())
+                    && store.state_written.contains_key(packed.id())
             });
-            (file, tick, kept)
+            // A tick evaluated again is rebuilt whole for the evaluation (and dropped after it):
+            // those with test bindings now, for the trigger questions asked up front.
+            let tick = (kept.is_none() && packed.has_test_check()).then(|| Arc::new(packed.tick()));
+            (file, packed, kept, tick)
         })
         .collect();
-    let fresh = plan
-        .iter()
-        .filter(|(_, _, kept)| kept.is_none())
-        .map(|(_, t, _)| *t);
+    let fresh = plan.iter().filter_map(|(_, _, _, t)| t.as_ref());
     ask_triggers(store, fresh, &mut memo, &root);
     let mut parts = Vec::with_capacity(plan.len());
     let mut complete = true;
-    for (file, tick, kept) in plan {
+    for (file, packed, kept, tick) in plan {
         if let Some(p) = kept {
             parts.push(Arc::clone(p));
             continue;
         }
-        let (part, graded) = evaluate_tick(store, file, tick, &inputs, &mut memo, &root);
+        let tick = tick.unwrap_or_else(|| Arc::new(packed.tick()));
+        let (part, graded) = evaluate_tick(store, file, packed, &tick, &inputs, &mut memo, &root);
         complete &= write_state(
             store,
-            tick,
+            &tick,
             &graded,
             &basis.policy,
             basis.reference.as_deref(),
@@ -581,10 +582,12 @@ fn ask_triggers<'t>(
 }
 
 /// One tick's rows, events and state-file verdicts.
+#[allow(clippy::too_many_arguments)]
 fn evaluate_tick(
     store: &mut Store,
     file: &str,
-    tick: &Arc<Tick>,
+    packed: &Arc<crate::packed::PackedTick>,
+    tick: &Tick,
     inputs: &Inputs,
     memo: &mut crate::store::TriggerAnswers,
     root: &Path,
@@ -677,7 +680,7 @@ fn evaluate_tick(
     }
     let part = TickPart {
         file: file.to_string(),
-        tick: Arc::clone(tick),
+        tick: Arc::clone(packed),
         rows,
         events,
         keys,
@@ -692,7 +695,7 @@ pub fn plan(store: &mut Store) -> Result<CheckPlan, Refusal> {
     let green_exit_code = store.config().green_exit_code;
     let mut runs = Vec::new();
     for (_, tick) in store
-        .current()?
+        .current_ticks()?
         .into_iter()
         .filter(|(_, t)| t.status == "live")
     {

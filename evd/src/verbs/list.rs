@@ -13,12 +13,12 @@ pub fn list(store: &mut Store) -> Result<ListResult, Refusal> {
         .map(|(file, t)| ListEntry {
             file: file.to_string(),
             parseable: true,
-            status: Some(t.status.clone()),
-            decision: Some(t.decision.clone()),
-            authority: t.authority.clone(),
-            jurisdiction: t.jurisdiction.clone(),
+            status: Some(t.status().to_string()),
+            decision: Some(t.decision().to_string()),
+            authority: t.authority().map(str::to_string),
+            jurisdiction: t.jurisdiction().map(str::to_string),
             source_ref: t.source_ref_key(),
-            provenance: t.provenance.clone(),
+            provenance: t.provenance().map(str::to_string),
         })
         .collect();
     out.extend(

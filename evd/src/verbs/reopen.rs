@@ -27,8 +27,8 @@ pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
     // store cannot be listed.
     let superseded_by = store.ticks().ok().and_then(|ts| {
         ts.into_iter()
-            .filter(|(_, t)| t.supersedes.as_deref() == Some(id))
-            .max_by(|a, b| a.1.held_since.cmp(&b.1.held_since).then(a.0.cmp(b.0)))
+            .filter(|(_, t)| t.supersedes() == Some(id))
+            .max_by(|a, b| a.1.held_since().cmp(b.1.held_since()).then(a.0.cmp(b.0)))
             .map(|(f, _)| f.to_string())
     });
     let results = store.results_dir();

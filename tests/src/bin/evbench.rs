@@ -1154,7 +1154,7 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report, daemon_pid: u32) ->
 /// The first current test binding of a store: (tick id, selector, platforms).
 fn first_test_binding(root: &Path) -> Option<(String, String, Vec<String>)> {
     let mut store = evd::store::Store::new(root.to_path_buf());
-    let current = store.current().ok()?;
+    let current = store.current_ticks().ok()?;
     current.into_iter().find_map(|(_, t)| {
         t.grounds.iter().find_map(|g| match &g.check {
             Some(proto::model::Check::Test {
