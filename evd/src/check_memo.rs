@@ -88,7 +88,6 @@ pub struct Evaluation {
     /// The receipt cache's generation this evaluation read.
     pub receipts: u64,
     table: OnceLock<Option<RowTable>>,
-    plain_text: OnceLock<String>,
     plain: OnceLock<Option<PlainRows>>,
     plain_file: std::sync::Mutex<Option<crate::answers::AnswerFile>>,
     triggers: OnceLock<TriggerIndex>,
@@ -207,7 +206,6 @@ impl Evaluation {
             state_complete,
             receipts,
             table: OnceLock::new(),
-            plain_text: OnceLock::new(),
             plain: OnceLock::new(),
             plain_file: std::sync::Mutex::new(None),
             triggers: OnceLock::new(),
@@ -236,15 +234,15 @@ impl Evaluation {
             .clone()
     }
 
-    fn plain_text(&self) -> &str {
-        self.plain_text
-            .get_or_init(|| proto::rpc::plain_lines(self.rows()))
+    /// The plain lines (made when asked: they live on in the answer file, not in memory).
+    fn plain_text(&self) -> String {
+        proto::rpc::plain_lines(self.rows())
     }
 
     /// The rows as plain lines, encoded once per evaluation.
     pub fn plain(&self) -> Option<PlainRows> {
         self.plain
-            .get_or_init(|| PlainRows::serialize_text(self.plain_text()).ok())
+            .get_or_init(|| PlainRows::serialize_text(&self.plain_text()).ok())
             .clone()
     }
 

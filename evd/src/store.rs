@@ -145,9 +145,16 @@ pub struct Store {
 /// The current view: `(file name, tick)`, newest first.
 pub type CurrentView = Vec<(String, Arc<PackedTick>)>;
 
-/// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
-pub type VerdictSnapshot =
-    std::collections::HashMap<String, std::collections::HashMap<usize, (String, String, String)>>;
+/// tick id → its decision and, per test ground, `(ground index, claim, label)` as a plain check
+/// last read it.
+pub type VerdictSnapshot = std::collections::HashMap<Box<str>, KnownTick>;
+
+/// One tick's part of the [`VerdictSnapshot`].
+#[derive(Debug, Default)]
+pub struct KnownTick {
+    decision: Box<str>,
+    grounds: Vec<(usize, Box<str>, Box<str>)>,
+}
 
 /// receipt commit → `triggered_by` paths → whether a triggering change landed since.
 pub type TriggerAnswers =
@@ -511,6 +518,7 @@ impl Store {
         let mut next = BTreeMap::new();
         // Whether anything differs from the cache (a first scan always does).
         let mut changed = self.ticks_stamp.is_none();
+        let mut loaded = 0usize;
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
@@ -530,10 +538,16 @@ impl Store {
                 }
                 _ => {
                     changed = true;
+                    loaded += 1;
                     load(&path, &name, &m)
                 }
             };
             next.insert(name, cached);
+        }
+        if loaded >= 1024 {
+            // Parsing left the heap full of holes between the packed ticks kept: give the free
+            // pages back, so a daemon holding a large store holds what it keeps.
+            crate::resources::release_free_memory();
         }
         // What is left in the cache is gone from the directory.
         changed |= !self.files.is_empty();
@@ -714,50 +728,60 @@ impl Store {
         let snap = self.verdicts.get_or_insert_with(Default::default);
         let mut changes = Vec::new();
         for &(tick, gi, decision, claim, label) in seen {
-            let known = snap.get(tick).and_then(|g| g.get(&gi));
-            if known.is_some_and(|k| k.2 == label) {
+            let known = snap
+                .get(tick)
+                .and_then(|k| k.grounds.iter().find(|g| g.0 == gi));
+            if known.is_some_and(|k| &*k.2 == label) {
                 continue;
             }
-            let old = snap.entry(tick.to_string()).or_default().insert(
-                gi,
-                (decision.to_string(), claim.to_string(), label.to_string()),
-            );
+            let entry = snap.entry(tick.into()).or_default();
+            if &*entry.decision != decision {
+                entry.decision = decision.into();
+            }
+            let fresh = (gi, claim.into(), label.into());
+            let old = match entry.grounds.iter_mut().find(|g| g.0 == gi) {
+                Some(g) => Some(std::mem::replace(g, fresh).2),
+                None => {
+                    entry.grounds.push(fresh);
+                    None
+                }
+            };
             changes.push(VerdictChange {
                 tick_id: tick.to_string(),
                 ground_index: gi,
                 decision: decision.to_string(),
                 claim: claim.to_string(),
-                old: old.map(|o| o.2),
+                old: old.map(String::from),
                 new: Some(label.to_string()),
             });
         }
         let in_view: std::collections::HashSet<(&str, usize)> =
             seen.iter().map(|&(t, g, ..)| (t, g)).collect();
-        let mut gone = Vec::new();
-        for (tick, grounds) in snap.iter() {
-            for gi in grounds.keys() {
-                if !in_view.contains(&(tick.as_str(), *gi)) {
-                    gone.push((tick.clone(), *gi));
+        let mut emptied = Vec::new();
+        for (tick, known) in snap.iter_mut() {
+            let mut i = 0;
+            while i < known.grounds.len() {
+                let gi = known.grounds[i].0;
+                if in_view.contains(&(&**tick, gi)) {
+                    i += 1;
+                    continue;
                 }
-            }
-        }
-        for (tick, gi) in gone {
-            let Some(grounds) = snap.get_mut(&tick) else {
-                continue;
-            };
-            if let Some((decision, claim, label)) = grounds.remove(&gi) {
+                let (_, claim, label) = known.grounds.swap_remove(i);
                 changes.push(VerdictChange {
-                    tick_id: tick.clone(),
+                    tick_id: tick.to_string(),
                     ground_index: gi,
-                    decision,
-                    claim,
-                    old: Some(label),
+                    decision: known.decision.to_string(),
+                    claim: claim.into(),
+                    old: Some(label.into()),
                     new: None,
                 });
             }
-            if grounds.is_empty() {
-                snap.remove(&tick);
+            if known.grounds.is_empty() {
+                emptied.push(tick.clone());
             }
+        }
+        for tick in emptied {
+            snap.remove(&tick);
         }
         if baseline {
             Vec::new()

@@ -75,6 +75,10 @@ fn plain_file(store: &mut Store) -> Result<Option<AnswerRef>, Refusal> {
         let text = proto::rpc::list_plain_lines(&list(store)?.entries);
         store.list_answer =
             crate::answers::AnswerFile::write(text.as_bytes()).map(|f| (generation, f));
+        // The entries and the text were a large store's worth of small strings: give the pages
+        // back.
+        drop(text);
+        crate::resources::release_free_memory();
     }
     Ok(store.list_answer.as_ref().map(|(_, f)| AnswerRef {
         path: f.path.display().to_string(),
