@@ -47,8 +47,9 @@ pub struct TickPart {
     pub file: String,
     /// The tick as the cache holds it (the very same handle while the file is unchanged).
     pub tick: Arc<crate::packed::PackedTick>,
-    /// One row per test ground.
-    pub rows: Vec<CheckRow>,
+    /// One row per test ground, kept without what the tick and `file` already say
+    /// ([`TickPart::rows`] rebuilds them whole).
+    pub rows: Rows,
     /// Its `harvested` and `check` events, in order.
     pub events: Vec<EventLine>,
     /// The receipt keys of its test grounds: what can change it, besides the tick itself and
@@ -56,6 +57,118 @@ pub struct TickPart {
     pub keys: Vec<String>,
     /// When the clock alone would change one of its verdicts.
     pub expires: Option<OffsetDateTime>,
+}
+
+/// A part's check rows as an evaluation keeps them.
+#[derive(Debug, Default)]
+pub struct Rows(Box<[Row]>);
+
+/// One check row without its tick's id, file, decision, claim and supports (the part's tick
+/// has them), its small fixed texts shared between all rows.
+#[derive(Debug)]
+pub struct Row {
+    pub label: Arc<str>,
+    pub class: Arc<str>,
+    pub event_label: Arc<str>,
+    pub detail: Box<str>,
+    pub memo_reason: Option<Box<str>>,
+    pub ground_index: usize,
+    pub harvested: bool,
+    pub gating: bool,
+}
+
+impl From<Vec<CheckRow>> for Rows {
+    fn from(rows: Vec<CheckRow>) -> Rows {
+        Rows(
+            rows.into_iter()
+                .map(|r| {
+                    // Every field named: one added to CheckRow must be kept here too.
+                    let CheckRow {
+                        label,
+                        tick_id: _,
+                        file: _,
+                        decision: _,
+                        claim: _,
+                        supports: _,
+                        ground_index,
+                        detail,
+                        harvested,
+                        class,
+                        gating,
+                        memo_reason,
+                        event_label,
+                    } = r;
+                    Row {
+                        label: shared(&label),
+                        class: shared(&class),
+                        event_label: shared(&event_label),
+                        detail: detail.into(),
+                        memo_reason: memo_reason.map(String::into_boxed_str),
+                        ground_index,
+                        harvested,
+                        gating,
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Rows {
+    pub fn iter(&self) -> std::slice::Iter<'_, Row> {
+        self.0.iter()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The one copy of a label, class or event label (a handful of distinct texts).
+fn shared(text: &str) -> Arc<str> {
+    static TEXTS: std::sync::Mutex<Option<HashSet<Arc<str>>>> = std::sync::Mutex::new(None);
+    let Ok(mut texts) = TEXTS.lock() else {
+        return text.into();
+    };
+    let texts = texts.get_or_insert_with(HashSet::new);
+    if let Some(t) = texts.get(text) {
+        return Arc::clone(t);
+    }
+    let t: Arc<str> = text.into();
+    // Bounded: these texts come from the verdict engine's fixed vocabulary.
+    if texts.len() < 1024 {
+        texts.insert(Arc::clone(&t));
+    }
+    t
+}
+
+impl TickPart {
+    /// This part's check rows, whole.
+    pub fn rows(&self) -> impl Iterator<Item = CheckRow> + '_ {
+        self.rows.iter().map(|r| self.row(r))
+    }
+
+    /// One of this part's rows, whole.
+    pub fn row(&self, r: &Row) -> CheckRow {
+        let (claim, supports) = self.tick.ground_text(r.ground_index);
+        CheckRow {
+            label: r.label.to_string(),
+            tick_id: self.tick.id().to_string(),
+            file: self.file.clone(),
+            decision: self.tick.decision().to_string(),
+            claim: claim.to_string(),
+            supports: supports.to_string(),
+            ground_index: r.ground_index,
+            detail: r.detail.to_string(),
+            harvested: r.harvested,
+            class: r.class.to_string(),
+            gating: r.gating,
+            memo_reason: r.memo_reason.as_deref().map(str::to_string),
+            event_label: r.event_label.to_string(),
+        }
+    }
 }
 
 impl Basis {
@@ -182,8 +295,8 @@ impl Evaluation {
         let (mut gating, mut harvested, mut total) = (false, 0, 0);
         let mut valid_until: Option<OffsetDateTime> = None;
         for p in &parts {
-            for r in &p.rows {
-                match r.class.as_str() {
+            for r in p.rows.iter() {
+                match &*r.class {
                     "attention" => tally.gating += 1,
                     "clear" => tally.green += 1,
                     _ => tally.non_gating += 1,
@@ -217,9 +330,9 @@ impl Evaluation {
         self.triggers.get_or_init(|| TriggerIndex::of(&self.parts))
     }
 
-    /// Every row, in order.
-    pub fn rows(&self) -> impl Iterator<Item = &CheckRow> {
-        self.parts.iter().flat_map(|p| p.rows.iter())
+    /// Every row, in order, rebuilt whole.
+    pub fn rows(&self) -> impl Iterator<Item = CheckRow> + '_ {
+        self.parts.iter().flat_map(|p| p.rows())
     }
 
     /// Current live ticks (the `check-run` event's `decisions`).
@@ -230,13 +343,13 @@ impl Evaluation {
     /// The rows as a compact table, encoded once per evaluation.
     pub fn table(&self) -> Option<RowTable> {
         self.table
-            .get_or_init(|| RowTable::encode(self.rows()).ok())
+            .get_or_init(|| RowTable::encode(&self.rows().collect::<Vec<_>>()).ok())
             .clone()
     }
 
     /// The plain lines (made when asked: they live on in the answer file, not in memory).
     fn plain_text(&self) -> String {
-        proto::rpc::plain_lines(self.rows())
+        proto::rpc::plain_lines(&self.rows().collect::<Vec<_>>())
     }
 
     /// The rows as plain lines, encoded once per evaluation.
@@ -570,7 +683,7 @@ mod tests {
         let part = TickPart {
             file: "bbbbbbbbbbbb".into(),
             tick: Arc::new(crate::packed::PackedTick::pack(&tick())),
-            rows: Vec::new(),
+            rows: Rows::default(),
             events: Vec::new(),
             keys: Vec::new(),
             expires: Some(later),

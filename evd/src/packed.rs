@@ -269,6 +269,13 @@ impl PackedTick {
             .any(|g| matches!(g.check, PCheck::Test(_)))
     }
 
+    /// Ground `index`'s claim and supports (empty for an index out of range).
+    pub fn ground_text(&self, index: usize) -> (&str, &str) {
+        self.grounds
+            .get(index)
+            .map_or(("", ""), |g| (self.s(g.claim), self.s(g.supports)))
+    }
+
     /// Each test binding: (ground index, selector, `triggered_by`).
     pub fn test_bindings(&self) -> impl Iterator<Item = (usize, &str, TriggeredBy<'_>)> {
         self.grounds

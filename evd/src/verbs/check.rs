@@ -346,7 +346,7 @@ fn answer(
         rows: if table.is_some() || plain.is_some() || plain_file.is_some() {
             Vec::new()
         } else {
-            e.rows().cloned().collect()
+            e.rows().collect()
         },
         table,
         plain,
@@ -490,11 +490,11 @@ fn evaluate(
             .flat_map(|p| {
                 p.rows.iter().map(|r| {
                     (
-                        r.tick_id.as_str(),
+                        p.tick.id(),
                         r.ground_index,
-                        r.decision.as_str(),
-                        r.claim.as_str(),
-                        r.label.as_str(),
+                        p.tick.decision(),
+                        p.tick.ground_text(r.ground_index).0,
+                        &*r.label,
                     )
                 })
             })
@@ -681,7 +681,7 @@ fn evaluate_tick(
     let part = TickPart {
         file: file.to_string(),
         tick: Arc::clone(packed),
-        rows,
+        rows: rows.into(),
         events,
         keys,
         expires,

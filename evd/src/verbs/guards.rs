@@ -104,8 +104,8 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             }
             None => triggers.iter().map(|t| t.to_string()).collect(),
         };
-        let rows: HashMap<usize, &proto::rpc::CheckRow> =
-            part.rows.iter().map(|r| (r.ground_index, r)).collect();
+        let rows: HashMap<usize, proto::rpc::CheckRow> =
+            part.rows().map(|r| (r.ground_index, r)).collect();
         let mut grounds = Vec::new();
         for (index, g) in tick.grounds.iter().enumerate() {
             let Some(Check::Test {
@@ -156,10 +156,10 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     }
     let gating_rows = if e.eval.gating {
         e.eval
-            .rows()
-            .filter(|r| r.gating)
+            .parts
+            .iter()
+            .flat_map(|p| p.rows.iter().filter(|r| r.gating).map(move |r| p.row(r)))
             .take(GATING_ROWS)
-            .cloned()
             .collect()
     } else {
         Vec::new()
