@@ -35,7 +35,7 @@ pub enum Entry {
 /// Enough of a file's metadata to notice it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
-    mtime_ns: i128,
+    mtime_ns: i64,
     len: u64,
     ino: u64,
 }
@@ -43,7 +43,10 @@ struct Stamp {
 impl Stamp {
     fn of(m: &fs::Metadata) -> Stamp {
         Stamp {
-            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            mtime_ns: m
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.mtime_nsec()),
             len: m.len(),
             ino: m.ino(),
         }
@@ -58,6 +61,8 @@ struct Cached {
     identity: Option<crate::view::Identity>,
     /// New at every read (see [`Store::tick_serial`]).
     serial: u64,
+    /// What `verify` found in this file, while the cache has not read it again.
+    audit: Option<crate::verify_memo::AuditSlot>,
 }
 
 /// Where [`Cached`] serials come from.
@@ -84,6 +89,7 @@ impl Cached {
             entry,
             identity,
             serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            audit: None,
         }
     }
 }
@@ -871,6 +877,38 @@ impl Store {
         self.files.get(name).map(|c| c.serial)
     }
 
+    /// The audit `verify` kept for one file of `ticks/` (see [`crate::verify_memo`]), with the
+    /// cached tick, while the cache has not read the file again.
+    pub fn kept_audit(
+        &self,
+        name: &str,
+    ) -> Option<(&crate::verify_memo::AuditSlot, Option<&PackedTick>)> {
+        let c = self.files.get(name)?;
+        let tick = match &c.entry {
+            Entry::Tick(t) => Some(t.as_ref()),
+            _ => None,
+        };
+        c.audit.as_ref().map(|a| (a, tick))
+    }
+
+    /// Keep `verify`'s audit of one file, read while the cache's serial for it was `serial`
+    /// (nothing is kept if the cache has read the file again since). `slot` is made from the
+    /// cached tick, if the file is one.
+    pub fn keep_audit(
+        &mut self,
+        name: &str,
+        serial: u64,
+        slot: impl FnOnce(Option<&PackedTick>) -> crate::verify_memo::AuditSlot,
+    ) {
+        if let Some(c) = self.files.get_mut(name).filter(|c| c.serial == serial) {
+            let tick = match &c.entry {
+                Entry::Tick(t) => Some(t.as_ref()),
+                _ => None,
+            };
+            c.audit = Some(slot(tick));
+        }
+    }
+
     /// The shared append: write `ticks/<id>` durably, then move HEAD. Only a lock holder may
     /// call this; the caller has already built and validated `tick`.
     pub fn append(&mut self, tick: Tick) -> Result<(), Refusal> {
@@ -1164,7 +1202,7 @@ impl Store {
 
 /// How recent a modification must be for its stamp not to be trusted yet (a same-size rewrite
 /// within the filesystem's timestamp granularity would otherwise go unseen).
-const RACY_NS: i128 = 2_000_000_000;
+const RACY_NS: i64 = 2_000_000_000;
 
 fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
     m.file_type().is_file().then(|| Stamp::of(m))
@@ -1190,10 +1228,10 @@ fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
 fn is_suspect(c: &Cached) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     match (&c.entry, c.stamp) {
-        (Entry::Tick(_), Some(s)) => now - s.mtime_ns < RACY_NS,
+        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.mtime_ns) < RACY_NS,
         (Entry::Unreadable(_), None) => false, // a symlink stays a symlink until ticks/ changes
         _ => true,
     }

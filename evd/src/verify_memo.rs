@@ -3,21 +3,20 @@
 //!
 //! The audit of one file depends only on its name, its bytes and the config's
 //! `schema_version`; only the chain checks (R6) look at all files together, and they are a
-//! linear pass over the parents. So a daemon that owns a store keeps each file's contribution
-//! keyed by the tick cache's serial for that file ([`Store::tick_serial`]): the cache reads a
-//! file again exactly when inotify names it (or, unwatched, when its stamp moved or it is too
-//! recent to trust), and every read gets a new serial. Then:
+//! linear pass over the parents. So a daemon that owns a store keeps each file's contribution in
+//! the tick cache's entry for that file ([`Store::keep_audit`]): the cache reads a file again
+//! exactly when inotify names it (or, unwatched, when its stamp moved or it is too recent to
+//! trust), and a read starts a new entry, without the audit. A file that is a clean tick (the
+//! common case) keeps nothing but that fact: its parent is the cached tick's. Then:
 //!
 //! - nothing changed (`ticks/` watched and its generation where the last audit left it, same
 //!   `schema_version`): the last answer stands, and no file is opened;
-//! - something changed: `ticks/` is listed afresh, each file whose serial moved (or that is new)
-//!   is read from disk and audited again, every other file's audit is reused, removed files are
-//!   dropped, and the chain checks run over the whole again.
+//! - something changed: `ticks/` is listed afresh, each file without a kept audit (new, or read
+//!   again by the cache) is read from disk and audited, every other file's audit is reused,
+//!   and the chain checks run over the whole again.
 //!
 //! HEAD is never remembered: it is read and checked on every call. A store served in-process
 //! (no daemon, no lock) remembers nothing and audits every file.
-
-use std::collections::HashMap;
 
 use proto::rpc::Refusal;
 
@@ -27,19 +26,25 @@ use crate::store::Store;
 /// One file's audit, or the whole-store failure it causes.
 type Outcome = Result<FileAudit, String>;
 
-/// Each file's audit by name, with the cache serial it was audited at.
-type PerFile = HashMap<Box<str>, (Option<u64>, Outcome)>;
+/// What a cache entry keeps of its file's audit.
+#[derive(Debug, Clone)]
+pub enum AuditSlot {
+    /// A valid tick without a warning or a violation of its own, whose parent is the cached
+    /// tick's `parent_id`.
+    CleanTick,
+    /// Anything else, as audited under `schema_version` (a tolerated-key warning names it).
+    Other {
+        schema_version: u64,
+        outcome: Box<Outcome>,
+    },
+}
 
 /// The last audit of a store.
 #[derive(Debug, Default)]
 pub struct VerifyMemo {
-    /// Each file as last audited: the cache serial it was audited at (`None`: the cache did not
-    /// know the file then, so it is audited again next time), and the outcome.
-    files: PerFile,
     /// The whole answer, and what it rests on.
     last: Option<Last>,
 }
-
 #[derive(Debug)]
 struct Last {
     generation: u64,
@@ -71,7 +76,7 @@ pub fn audit_store(store: &mut Store, schema_version: u64) -> Result<Audited, Re
     // Only an owner sees every change as it happens (in-process reads come and go).
     if !store.is_locked() || store.refresh().is_err() {
         store.verify_memo.clear();
-        return audit_all(store, schema_version, None).map_err(reading_store);
+        return audit_all(store, schema_version, false).map_err(reading_store);
     }
     let generation = store.ticks_generation();
     if let Some(last) = &store.verify_memo.last {
@@ -88,23 +93,14 @@ pub fn audit_store(store: &mut Store, schema_version: u64) -> Result<Audited, Re
             };
         }
     }
-    let mut memo = std::mem::take(&mut store.verify_memo);
-    if memo
-        .last
-        .as_ref()
-        .is_some_and(|l| l.schema_version != schema_version)
-    {
-        memo.files.clear();
-    }
-    let answer = audit_all(store, schema_version, Some(&mut memo.files));
+    let answer = audit_all(store, schema_version, true);
     // A watched store's answer stands until the generation moves; an unwatched one's is only
     // a basis for the next (its files are re-validated by stamp on every call).
-    memo.last = store.ticks_watched().then(|| Last {
+    store.verify_memo.last = store.ticks_watched().then(|| Last {
         generation,
         schema_version,
         answer: answer.clone(),
     });
-    store.verify_memo = memo;
     answer.map_err(reading_store)
 }
 
@@ -112,13 +108,9 @@ fn reading_store(e: String) -> Refusal {
     Refusal::io(format!("reading store: {e}"))
 }
 
-/// List `ticks/`, audit each file (reusing `memo`'s audit of a file whose serial did not move)
-/// and put the whole together. `memo`, when given, is left holding every file's audit.
-fn audit_all(
-    store: &Store,
-    schema_version: u64,
-    mut memo: Option<&mut PerFile>,
-) -> Result<Audited, String> {
+/// List `ticks/`, audit each file (with `remember`, reusing the audit the cache kept for a file
+/// it has not read again, and keeping each new one there) and put the whole together.
+fn audit_all(store: &mut Store, schema_version: u64, remember: bool) -> Result<Audited, String> {
     let listing = store.list_ticks_dir().map_err(|r| {
         r.message
             .strip_prefix("reading store: ")
@@ -127,67 +119,68 @@ fn audit_all(
     })?;
     let mut names = listing.files;
     names.sort_by(|a, b| a.0.cmp(&b.0));
-    let serials: Vec<Option<u64>> = names
-        .iter()
-        .map(|(n, _)| memo.as_ref().and_then(|_| store.tick_serial(n)))
-        .collect();
-    let mut known = match memo.as_deref_mut() {
-        Some(m) => std::mem::take(m),
-        None => HashMap::new(),
-    };
-    // The files whose audit cannot be reused: read and audited on several threads, each text
-    // dropped as soon as it is audited.
-    let todo: Vec<usize> = (0..names.len())
-        .filter(|&i| {
-            let Some(serial) = serials[i] else {
-                return true;
-            };
-            known
-                .get(names[i].0.as_str())
-                .is_none_or(|(s, _)| *s != Some(serial))
-        })
-        .collect();
-    let fresh = audit::in_parallel(&todo, |&i| {
+    // Each file's audit: kept, or to be made (with the cache's serial for it, if any).
+    let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(names.len());
+    let mut todo: Vec<(usize, Option<u64>)> = Vec::new();
+    for (i, (name, _)) in names.iter().enumerate() {
+        let kept = if remember {
+            store.kept_audit(name).and_then(|(slot, tick)| match slot {
+                AuditSlot::CleanTick => tick.map(|t| {
+                    Ok(FileAudit {
+                        parent: Some(t.parent_id().into()),
+                        notes: None,
+                    })
+                }),
+                AuditSlot::Other {
+                    schema_version: v,
+                    outcome,
+                } => (*v == schema_version).then(|| (**outcome).clone()),
+            })
+        } else {
+            None
+        };
+        if kept.is_none() {
+            todo.push((i, remember.then(|| store.tick_serial(name)).flatten()));
+        }
+        outcomes.push(kept);
+    }
+    // Read and audited on several threads, each text dropped as soon as it is audited.
+    let fresh = audit::in_parallel(&todo, |&(i, _)| {
         let (name, link) = &names[i];
         audit::audit_file(name, &store.read_for_audit(name, *link), schema_version)
     })?;
     let reaudited = todo.len();
-    let mut fresh = todo.into_iter().zip(fresh).peekable();
-    let mut next: PerFile = HashMap::with_capacity(names.len());
-    for (i, (name, _)) in names.iter().enumerate() {
-        let outcome = match fresh.peek() {
-            Some((at, _)) if *at == i => fresh.next().map(|(_, o)| o),
-            _ => known.remove(name.as_str()).map(|(_, o)| o),
-        };
-        let outcome =
-            outcome.unwrap_or_else(|| Err(format!("{name}: internal error while auditing")));
-        next.insert(name.as_str().into(), (serials[i], outcome));
+    for ((i, serial), outcome) in todo.into_iter().zip(fresh) {
+        if let Some(serial) = serial {
+            store.keep_audit(&names[i].0, serial, |tick| {
+                let clean = matches!(&outcome, Ok(FileAudit { notes: None, parent: Some(p) })
+                    if tick.is_some_and(|t| t.parent_id() == &**p));
+                if clean {
+                    AuditSlot::CleanTick
+                } else {
+                    AuditSlot::Other {
+                        schema_version,
+                        outcome: Box::new(outcome.clone()),
+                    }
+                }
+            });
+        }
+        outcomes[i] = Some(outcome);
     }
     let files = names.len();
-    let audits = names
-        .iter()
-        .map(|(n, _)| {
-            next.get(n.as_str())
-                .map(|(_, o)| (n.as_str(), o))
-                .ok_or_else(|| format!("{n}: internal error while auditing"))
-        })
-        .collect::<Result<Vec<_>, String>>();
-    let result = audits.and_then(|audits| {
-        // The first file, in name order, that fails the whole store decides the error.
-        let ok = audits
-            .into_iter()
-            .map(|(n, o)| o.as_ref().map(|a| (n, a)).map_err(String::clone))
-            .collect::<Result<Vec<_>, String>>()?;
-        Ok(audit::assemble(ok.into_iter()))
-    });
-    let result = result.map(|audit| Audited {
-        audit,
+    let mut audits = Vec::with_capacity(files);
+    for ((name, _), outcome) in names.iter().zip(&outcomes) {
+        match outcome {
+            // The first file, in name order, that fails the whole store decides the error.
+            Some(Err(e)) => return Err(e.clone()),
+            Some(Ok(a)) => audits.push((name.as_str(), a)),
+            None => return Err(format!("{name}: internal error while auditing")),
+        }
+    }
+    Ok(Audited {
+        audit: audit::assemble(audits.into_iter()),
         odd: listing.odd,
         files,
         reaudited,
-    });
-    if let Some(memo) = memo {
-        *memo = next;
-    }
-    result
+    })
 }

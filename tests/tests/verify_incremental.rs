@@ -165,6 +165,25 @@ fn scenario(w: &World, watched: bool) {
     std::fs::write(repo.ev_dir().join("HEAD"), head).expect("HEAD back");
     assert_eq!(verify_json(w, dir).2, clean);
 
+    // A tolerated unknown key is a warning naming the config's schema_version: a new
+    // schema_version is seen by the next verify, though no tick file changed.
+    let with_key = text.replacen("{", "{\n  \"zz_extra\": 1,", 1);
+    std::fs::write(&middle, &with_key).expect("an unknown key");
+    let r = same_as_fresh(w, dir, true);
+    assert!(r.stderr.contains("(schema_version 1)"), "{r:?}");
+    let config = repo.ev_dir().join("config");
+    let before = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        before.replace("schema_version = 1", "schema_version = 7"),
+    )
+    .expect("config");
+    let r = same_as_fresh(w, dir, false);
+    assert!(r.stderr.contains("(schema_version 7)"), "{r:?}");
+    std::fs::write(&config, &before).expect("config back");
+    std::fs::write(&middle, &text).expect("restore");
+    assert_eq!(verify_json(w, dir).2, clean);
+
     // A file that is not JSON fails the whole store, as upstream's does; fixed, it is clean.
     std::fs::write(&middle, "{\"trunc").expect("break");
     let r = same_as_fresh(w, dir, true);
