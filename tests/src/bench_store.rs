@@ -16,7 +16,7 @@
 //! are taken (its check writes state files evd would then have to take in); its peak RSS is
 //! the child's `ru_maxrss`.
 //!
-//! `EVBENCH_BIN_DIR=<dir>` runs the evd/evctl found there instead of the ones beside evbench
+//! `EVBENCH_NO_UPSTREAM=1` leaves upstream out. `EVBENCH_BIN_DIR=<dir>` runs the evd/evctl found there instead of the ones beside evbench
 //! (e.g. a build of an older commit, for a before/after in the same harness).
 
 use std::path::Path;
@@ -177,11 +177,15 @@ fn one_size(w: &World, fx: &Fixture, report: &mut Report) -> Res<Line> {
 
     let cap = cap_for(fx.ticks);
     let mut upstream = Upstream::default();
+    let skip = std::env::var_os("EVBENCH_NO_UPSTREAM").is_some();
     for (verb, slot) in [
         ("verify", &mut upstream.verify),
         ("list", &mut upstream.list),
         ("check", &mut upstream.check),
     ] {
+        if skip {
+            continue;
+        }
         let r = upstream_run(w, root, &[verb], cap)?;
         println!(
             "  upstream `ev {verb}`: {} (peak RSS {})",
