@@ -378,14 +378,13 @@ impl Evaluation {
     /// Every event line for a check at `now`, newline-terminated.
     pub fn event_lines(&self, now: OffsetDateTime) -> String {
         let ts = crate::clock::format(now);
+        let now_ns = now.unix_timestamp_nanos();
         let events = || self.parts.iter().flat_map(|p| p.events.iter());
         // Sized exactly (the longest age bucket is 7 bytes): no copy while growing.
-        let size: usize = events()
-            .map(|e| e.head.len() + e.tail.len() + ts.len() + 28)
-            .sum();
+        let size: usize = events().map(|e| e.text.len() + ts.len() + 28).sum();
         let mut out = String::with_capacity(size);
         for e in events() {
-            e.write(&mut out, &ts, now);
+            e.write(&mut out, &ts, now_ns);
         }
         out
     }
@@ -395,11 +394,14 @@ impl Evaluation {
 /// line is written (keys stay sorted: `age` sorts first; only `verdict` sorts after `ts`).
 #[derive(Debug, Clone)]
 pub struct EventLine {
-    held_since: Option<OffsetDateTime>,
-    /// From the first key after `age` up to and including the comma before `"ts"`.
-    head: String,
-    /// After the `ts` value, up to and including the closing brace.
-    tail: String,
+    /// `held_since` in nanoseconds since the epoch, when it parses.
+    held_since: Option<i128>,
+    /// The line without `{`, its `age` and its `ts`: from the first key after `age` up to and
+    /// including the comma before `"ts"` (`head`), then after the `ts` value up to and
+    /// including the closing brace.
+    text: Box<str>,
+    /// Where the head ends in `text`.
+    split: usize,
 }
 
 const TS_MARK: &str = "\"ts\":\"@ts@\"";
@@ -415,25 +417,32 @@ impl EventLine {
         let line = proto::json::compact(&Value::Object(o));
         // `op` and `tick_id` always precede `ts`, so the mark is never the first key.
         let at = line.rfind(TS_MARK).unwrap_or(line.len());
+        let head = line.get(1..at).unwrap_or_default();
+        let tail = line.get(at + TS_MARK.len()..).unwrap_or("}");
         EventLine {
-            held_since: crate::clock::parse(&tick.held_since),
-            head: line.get(1..at).unwrap_or_default().to_string(),
-            tail: line.get(at + TS_MARK.len()..).unwrap_or("}").to_string(),
+            held_since: crate::clock::parse(&tick.held_since).map(|t| t.unix_timestamp_nanos()),
+            text: format!("{head}{tail}").into(),
+            split: head.len(),
         }
     }
 
-    fn write(&self, out: &mut String, ts: &str, now: OffsetDateTime) {
+    fn write(&self, out: &mut String, ts: &str, now_ns: i128) {
         out.push('{');
         if let Some(then) = self.held_since {
+            // Whole seconds, truncated toward zero, as `Duration::whole_seconds`.
+            let secs = (now_ns - then) / 1_000_000_000;
             out.push_str("\"age\":\"");
-            out.push_str(crate::events::age_bucket_since(then, now));
+            out.push_str(crate::events::age_bucket_of(
+                i64::try_from(secs).unwrap_or(if secs < 0 { i64::MIN } else { i64::MAX }),
+            ));
             out.push_str("\",");
         }
-        out.push_str(&self.head);
+        let (head, tail) = self.text.split_at(self.split.min(self.text.len()));
+        out.push_str(head);
         out.push_str("\"ts\":\"");
         out.push_str(ts);
         out.push('"');
-        out.push_str(&self.tail);
+        out.push_str(tail);
         out.push('\n');
     }
 }
@@ -645,7 +654,11 @@ mod tests {
         }
         let want = format!("{}\n", proto::json::compact(&Value::Object(want)));
         let mut got = String::new();
-        EventLine::new("check", &t, &extra).write(&mut got, &crate::clock::format(now), now);
+        EventLine::new("check", &t, &extra).write(
+            &mut got,
+            &crate::clock::format(now),
+            now.unix_timestamp_nanos(),
+        );
         assert_eq!(got, want);
         let mut unparsed = t.clone();
         unparsed.held_since = "whenever".into();
@@ -653,7 +666,7 @@ mod tests {
         EventLine::new("harvested", &unparsed, &[("verdict", "green".into())]).write(
             &mut got,
             &crate::clock::format(now),
-            now,
+            now.unix_timestamp_nanos(),
         );
         let mut want = crate::events::tick_event_fields("harvested", &unparsed, now);
         want.insert("verdict".into(), "green".into());

@@ -25,6 +25,11 @@ use std::time::{Duration, Instant};
 
 use super::{fmt_dur, fmt_kb, make_fixture, measure, proc_status_kb, Fixture, Report, Res, World};
 
+/// A size in kB as MiB, short enough for the summary table.
+fn mib(kb: Option<u64>) -> String {
+    kb.map_or("?".into(), |kb| format!("{:.1} MiB", kb as f64 / 1024.0))
+}
+
 /// Whether `evbench store` was asked for.
 pub fn selected() -> bool {
     std::env::args().skip(1).any(|a| a == "store")
@@ -243,8 +248,8 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
         println!(
             "{:<5} {:>12} {:>12} | {:>11} {:>11} {:>11} | {:>10} {:>10} | {:>11} {:>11}",
             l.label,
-            fmt_kb(l.rss_kb),
-            fmt_kb(l.hwm_kb),
+            mib(l.rss_kb),
+            mib(l.hwm_kb),
             fmt_dur(l.verify_cold),
             fmt_dur(l.verify_repeat),
             // Upstream has nothing to remember: every verify of it is a cold one.
@@ -257,7 +262,7 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
     }
     println!("{}", "-".repeat(head.chars().count()));
     for l in &lines {
-        let peak = |c: Option<Capped>| c.map_or("-".to_string(), |c| fmt_kb(Some(c.maxrss_kb)));
+        let peak = |c: Option<Capped>| c.map_or("-".to_string(), |c| mib(Some(c.maxrss_kb)));
         println!(
             "upstream peak RSS at {}: verify {}, list {}, check {}",
             l.label,
