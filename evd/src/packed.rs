@@ -3,7 +3,8 @@
 //!
 //! A parsed [`Tick`] is some twenty allocations (each string, each ground, each liveness list)
 //! and about a kilobyte of struct for 400 bytes of text; a store of 100,000 ticks held that way
-//! costs 170 MB. A [`PackedTick`] is four or five allocations and about half the bytes, and
+//! costs 170 MB. A [`PackedTick`] is three allocations (its text, an index of where each string
+//! ends, the handle) and about half the bytes, and
 //! answers what the hot paths ask (status, tags, the view's keys, a ground's binding) without
 //! building anything. [`PackedTick::tick`] rebuilds the exact [`Tick`] for the verbs that need
 //! one; it is lossless (`PackedTick::pack(&t).tick() == t`).
@@ -11,18 +12,7 @@
 use proto::model::{Check, Ground, Liveness, SourceRef};
 use proto::Tick;
 
-/// Where one string lies in the buffer; `len == NONE` is an absent optional string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Span {
-    at: u32,
-    len: u32,
-}
-
-const NONE: u32 = u32::MAX;
-
-const ABSENT: Span = Span { at: 0, len: NONE };
-
-/// The top-level strings, in this order.
+/// The top-level strings, in the order they are laid out.
 #[derive(Clone, Copy)]
 enum F {
     Decision,
@@ -39,60 +29,175 @@ enum F {
     Ratifies,
 }
 const FIELDS: usize = 12;
+/// The first optional field: fields from here on may be absent (a bit in `index[0]`).
+const FIRST_OPTIONAL: usize = F::Authority as usize;
+/// Where the top-level strings' ends start in the index.
+const ENDS_AT: usize = 2;
 
-#[derive(Debug)]
-struct PGround {
-    claim: Span,
-    supports: Span,
-    check: PCheck,
-}
-
-#[derive(Debug)]
-enum PCheck {
-    None,
-    Person(Span),
-    Test(Box<PTest>),
-}
-
-#[derive(Debug)]
-struct PTest {
-    reference: Span,
-    verified_at_sha: Span,
-    counter_test: Span,
-    platforms: Box<[Span]>,
-    triggered_by: Box<[Span]>,
-    surfaces: Box<[Span]>,
-}
+const KIND_NONE: u32 = 0;
+const KIND_PERSON: u32 = 1;
+const KIND_TEST: u32 = 2;
+/// In a ground's header: the test binding has a counter-test.
+const HAS_COUNTER: u32 = 4;
 
 /// One tick, packed (see the module docs).
+///
+/// `text` holds every string, one after the other. `index` says where each ends and how the
+/// grounds are shaped:
+///
+/// - `[0]`: which optional fields are present (bit `k` for field `FIRST_OPTIONAL + k`);
+/// - `[1]`: the number of grounds;
+/// - `[2..14]`: the end of each top-level string (an absent one is empty);
+/// - then per ground: a header (its kind, [`HAS_COUNTER`]); for a test binding the lengths of
+///   its platforms, triggered_by and surfaces lists; then the end of each of its strings:
+///   claim, supports, and the person's ref, or the test's ref, verified_at_sha, counter_test
+///   (empty when absent) and each list's items.
 #[derive(Debug)]
 pub struct PackedTick {
     text: Box<str>,
-    fields: [Span; FIELDS],
-    grounds: Box<[PGround]>,
+    index: Box<[u32]>,
     /// Rare (a few in a thousand ticks): kept as it is.
     source_ref: Option<Box<SourceRef>>,
     /// Almost always empty (no allocation).
     unknown_keys: Box<[Box<str>]>,
 }
 
-/// Appends strings to the buffer being built.
+/// Appends strings to the buffer being built, and their ends to the index.
 struct Builder {
     text: String,
+    index: Vec<u32>,
 }
 
 impl Builder {
-    fn put(&mut self, s: &str) -> Span {
-        let at = u32::try_from(self.text.len()).unwrap_or(u32::MAX);
-        let len = u32::try_from(s.len()).unwrap_or(u32::MAX - 1).min(NONE - 1);
+    fn put(&mut self, s: &str) {
         self.text.push_str(s);
-        Span { at, len }
+        self.index
+            .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
     }
-    fn opt(&mut self, s: Option<&str>) -> Span {
-        s.map_or(ABSENT, |s| self.put(s))
+}
+
+/// One ground of a packed tick, read in place.
+pub struct GroundRef<'a> {
+    pub claim: &'a str,
+    pub supports: &'a str,
+    pub check: CheckRef<'a>,
+}
+
+/// A ground's binding, read in place.
+pub enum CheckRef<'a> {
+    None,
+    Person(&'a str),
+    Test {
+        reference: &'a str,
+        verified_at_sha: &'a str,
+        counter_test: Option<&'a str>,
+        platforms: StrList<'a>,
+        triggered_by: StrList<'a>,
+        surfaces: StrList<'a>,
+    },
+}
+
+/// A list of strings laid out one after the other: `ends` are their ends in `text`, the first
+/// starting at `start`.
+#[derive(Clone, Copy)]
+pub struct StrList<'a> {
+    text: &'a str,
+    start: u32,
+    ends: &'a [u32],
+}
+
+impl<'a> StrList<'a> {
+    pub fn iter(&self) -> impl Iterator<Item = &'a str> + 'a {
+        let text = self.text;
+        let mut start = self.start;
+        self.ends.iter().map(move |&end| {
+            let s = slice(text, start, end);
+            start = end;
+            s
+        })
     }
-    fn list(&mut self, v: &[String]) -> Box<[Span]> {
-        v.iter().map(|s| self.put(s)).collect()
+}
+
+fn slice(text: &str, start: u32, end: u32) -> &str {
+    text.get(start as usize..end as usize).unwrap_or_default()
+}
+
+/// Walks the grounds' part of the index.
+struct Grounds<'a> {
+    tick: &'a PackedTick,
+    at: usize,
+    start: u32,
+    left: u32,
+}
+
+impl<'a> Grounds<'a> {
+    /// The next string: from where the last one ended to the next end in the index.
+    fn next_str(&mut self) -> &'a str {
+        let end = self.tick.index.get(self.at).copied().unwrap_or(self.start);
+        self.at += 1;
+        let s = slice(&self.tick.text, self.start, end);
+        self.start = end;
+        s
+    }
+
+    fn list(&mut self, n: u32) -> StrList<'a> {
+        let n = n as usize;
+        let from = self.at.min(self.tick.index.len());
+        let to = (self.at + n).min(self.tick.index.len());
+        let list = StrList {
+            text: &self.tick.text,
+            start: self.start,
+            ends: &self.tick.index[from..to],
+        };
+        if let Some(&end) = list.ends.last() {
+            self.start = end;
+        }
+        self.at += n;
+        list
+    }
+}
+
+impl<'a> Iterator for Grounds<'a> {
+    type Item = GroundRef<'a>;
+
+    fn next(&mut self) -> Option<GroundRef<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let header = *self.tick.index.get(self.at)?;
+        self.at += 1;
+        let counts = if header & 3 == KIND_TEST {
+            let c = [0, 1, 2].map(|k| self.tick.index.get(self.at + k).copied().unwrap_or(0));
+            self.at += 3;
+            c
+        } else {
+            [0; 3]
+        };
+        let claim = self.next_str();
+        let supports = self.next_str();
+        let check = match header & 3 {
+            KIND_PERSON => CheckRef::Person(self.next_str()),
+            KIND_TEST => {
+                let reference = self.next_str();
+                let verified_at_sha = self.next_str();
+                let counter = self.next_str();
+                CheckRef::Test {
+                    reference,
+                    verified_at_sha,
+                    counter_test: (header & HAS_COUNTER != 0).then_some(counter),
+                    platforms: self.list(counts[0]),
+                    triggered_by: self.list(counts[1]),
+                    surfaces: self.list(counts[2]),
+                }
+            }
+            _ => CheckRef::None,
+        };
+        Some(GroundRef {
+            claim,
+            supports,
+            check,
+        })
     }
 }
 
@@ -100,50 +205,84 @@ impl PackedTick {
     pub fn pack(t: &Tick) -> PackedTick {
         let mut b = Builder {
             text: String::with_capacity(text_len(t)),
+            index: Vec::with_capacity(ENDS_AT + FIELDS + 8 * t.grounds.len()),
         };
-        let fields = [
-            b.put(&t.decision),
-            b.put(&t.observe),
-            b.put(&t.parent_id),
-            b.put(&t.id),
-            b.put(&t.status),
-            b.put(&t.held_since),
-            b.put(&t.blame),
-            b.opt(t.authority.as_deref()),
-            b.opt(t.jurisdiction.as_deref()),
-            b.opt(t.provenance.as_deref()),
-            b.opt(t.supersedes.as_deref()),
-            b.opt(t.ratifies.as_deref()),
+        let optional = [
+            &t.authority,
+            &t.jurisdiction,
+            &t.provenance,
+            &t.supersedes,
+            &t.ratifies,
         ];
-        let grounds = t
-            .grounds
+        let present = optional
             .iter()
-            .map(|g| PGround {
-                claim: b.put(&g.claim),
-                supports: b.put(&g.supports),
-                check: match &g.check {
-                    None => PCheck::None,
-                    Some(Check::Person { reference }) => PCheck::Person(b.put(reference)),
-                    Some(Check::Test {
-                        reference,
-                        verified_at_sha,
-                        counter_test,
-                        liveness,
-                    }) => PCheck::Test(Box::new(PTest {
-                        reference: b.put(reference),
-                        verified_at_sha: b.put(verified_at_sha),
-                        counter_test: b.opt(counter_test.as_deref()),
-                        platforms: b.list(&liveness.platforms),
-                        triggered_by: b.list(&liveness.triggered_by),
-                        surfaces: b.list(&liveness.surfaces),
-                    })),
-                },
-            })
-            .collect();
+            .enumerate()
+            .filter(|(_, o)| o.is_some())
+            .fold(0u32, |m, (k, _)| m | 1 << k);
+        b.index.push(present);
+        b.index
+            .push(u32::try_from(t.grounds.len()).unwrap_or(u32::MAX));
+        for s in [
+            &t.decision,
+            &t.observe,
+            &t.parent_id,
+            &t.id,
+            &t.status,
+            &t.held_since,
+            &t.blame,
+        ] {
+            b.put(s);
+        }
+        for o in optional {
+            b.put(o.as_deref().unwrap_or_default());
+        }
+        for g in &t.grounds {
+            match &g.check {
+                None => {
+                    b.index.push(KIND_NONE);
+                    b.put(&g.claim);
+                    b.put(&g.supports);
+                }
+                Some(Check::Person { reference }) => {
+                    b.index.push(KIND_PERSON);
+                    b.put(&g.claim);
+                    b.put(&g.supports);
+                    b.put(reference);
+                }
+                Some(Check::Test {
+                    reference,
+                    verified_at_sha,
+                    counter_test,
+                    liveness,
+                }) => {
+                    let counter = if counter_test.is_some() {
+                        HAS_COUNTER
+                    } else {
+                        0
+                    };
+                    b.index.push(KIND_TEST | counter);
+                    let lists = [
+                        &liveness.platforms,
+                        &liveness.triggered_by,
+                        &liveness.surfaces,
+                    ];
+                    for l in lists {
+                        b.index.push(u32::try_from(l.len()).unwrap_or(u32::MAX));
+                    }
+                    b.put(&g.claim);
+                    b.put(&g.supports);
+                    b.put(reference);
+                    b.put(verified_at_sha);
+                    b.put(counter_test.as_deref().unwrap_or_default());
+                    for item in lists.into_iter().flatten() {
+                        b.put(item);
+                    }
+                }
+            }
+        }
         PackedTick {
             text: b.text.into_boxed_str(),
-            fields,
-            grounds,
+            index: b.index.into_boxed_slice(),
             source_ref: t.source_ref.clone().map(Box::new),
             unknown_keys: t.unknown_keys.iter().map(|k| k.as_str().into()).collect(),
         }
@@ -151,31 +290,37 @@ impl PackedTick {
 
     /// The tick, rebuilt.
     pub fn tick(&self) -> Tick {
-        let s = |f: F| self.s(self.fields[f as usize]).to_string();
-        let o = |f: F| self.opt(self.fields[f as usize]).map(str::to_string);
-        let list = |v: &[Span]| v.iter().map(|&x| self.s(x).to_string()).collect();
+        let s = |f: F| self.f(f).to_string();
+        let o = |f: F| self.fo(f).map(str::to_string);
+        let list = |l: StrList<'_>| l.iter().map(str::to_string).collect();
         Tick {
             decision: s(F::Decision),
             observe: s(F::Observe),
             grounds: self
-                .grounds
-                .iter()
+                .grounds()
                 .map(|g| Ground {
-                    claim: self.s(g.claim).to_string(),
-                    supports: self.s(g.supports).to_string(),
-                    check: match &g.check {
-                        PCheck::None => None,
-                        PCheck::Person(r) => Some(Check::Person {
-                            reference: self.s(*r).to_string(),
+                    claim: g.claim.to_string(),
+                    supports: g.supports.to_string(),
+                    check: match g.check {
+                        CheckRef::None => None,
+                        CheckRef::Person(r) => Some(Check::Person {
+                            reference: r.to_string(),
                         }),
-                        PCheck::Test(t) => Some(Check::Test {
-                            reference: self.s(t.reference).to_string(),
-                            verified_at_sha: self.s(t.verified_at_sha).to_string(),
-                            counter_test: self.opt(t.counter_test).map(str::to_string),
+                        CheckRef::Test {
+                            reference,
+                            verified_at_sha,
+                            counter_test,
+                            platforms,
+                            triggered_by,
+                            surfaces,
+                        } => Some(Check::Test {
+                            reference: reference.to_string(),
+                            verified_at_sha: verified_at_sha.to_string(),
+                            counter_test: counter_test.map(str::to_string),
                             liveness: Liveness {
-                                platforms: list(&t.platforms),
-                                triggered_by: list(&t.triggered_by),
-                                surfaces: list(&t.surfaces),
+                                platforms: list(platforms),
+                                triggered_by: list(triggered_by),
+                                surfaces: list(surfaces),
                             },
                         }),
                     },
@@ -196,26 +341,30 @@ impl PackedTick {
         }
     }
 
-    fn s(&self, span: Span) -> &str {
-        if span.len == NONE {
-            return "";
+    /// Every ground, read in place.
+    pub fn grounds(&self) -> impl Iterator<Item = GroundRef<'_>> {
+        Grounds {
+            tick: self,
+            at: ENDS_AT + FIELDS,
+            start: self.index.get(ENDS_AT + FIELDS - 1).copied().unwrap_or(0),
+            left: self.index.get(1).copied().unwrap_or(0),
         }
-        let start = span.at as usize;
-        self.text
-            .get(start..start + span.len as usize)
-            .unwrap_or_default()
-    }
-
-    fn opt(&self, span: Span) -> Option<&str> {
-        (span.len != NONE).then(|| self.s(span))
     }
 
     fn f(&self, f: F) -> &str {
-        self.s(self.fields[f as usize])
+        let k = f as usize;
+        let start = match k {
+            0 => 0,
+            _ => self.index.get(ENDS_AT + k - 1).copied().unwrap_or(0),
+        };
+        let end = self.index.get(ENDS_AT + k).copied().unwrap_or(start);
+        slice(&self.text, start, end)
     }
 
     fn fo(&self, f: F) -> Option<&str> {
-        self.opt(self.fields[f as usize])
+        let bit = (f as usize).checked_sub(FIRST_OPTIONAL)?;
+        let present = self.index.first().copied().unwrap_or(0);
+        (present & (1 << bit) != 0).then(|| self.f(f))
     }
 
     pub fn decision(&self) -> &str {
@@ -259,53 +408,32 @@ impl PackedTick {
     }
     /// Whether some ground is a road not taken (`supports: rejected:<option>`).
     pub fn has_rejected_ground(&self) -> bool {
-        self.grounds
-            .iter()
-            .any(|g| self.s(g.supports).starts_with("rejected:"))
+        self.grounds().any(|g| g.supports.starts_with("rejected:"))
     }
     pub fn has_test_check(&self) -> bool {
-        self.grounds
-            .iter()
-            .any(|g| matches!(g.check, PCheck::Test(_)))
+        self.grounds()
+            .any(|g| matches!(g.check, CheckRef::Test { .. }))
     }
 
     /// Ground `index`'s claim and supports (empty for an index out of range).
     pub fn ground_text(&self, index: usize) -> (&str, &str) {
-        self.grounds
-            .get(index)
-            .map_or(("", ""), |g| (self.s(g.claim), self.s(g.supports)))
+        self.grounds()
+            .nth(index)
+            .map_or(("", ""), |g| (g.claim, g.supports))
     }
 
     /// Each test binding: (ground index, selector, `triggered_by`).
-    pub fn test_bindings(&self) -> impl Iterator<Item = (usize, &str, TriggeredBy<'_>)> {
-        self.grounds
-            .iter()
+    pub fn test_bindings(&self) -> impl Iterator<Item = (usize, &str, StrList<'_>)> {
+        self.grounds()
             .enumerate()
-            .filter_map(move |(i, g)| match &g.check {
-                PCheck::Test(t) => Some((
-                    i,
-                    self.s(t.reference),
-                    TriggeredBy {
-                        tick: self,
-                        spans: &t.triggered_by,
-                    },
-                )),
+            .filter_map(|(i, g)| match g.check {
+                CheckRef::Test {
+                    reference,
+                    triggered_by,
+                    ..
+                } => Some((i, reference, triggered_by)),
                 _ => None,
             })
-    }
-}
-
-/// A test binding's `triggered_by` paths.
-#[derive(Clone, Copy)]
-pub struct TriggeredBy<'a> {
-    tick: &'a PackedTick,
-    spans: &'a [Span],
-}
-
-impl<'a> TriggeredBy<'a> {
-    pub fn iter(&self) -> impl Iterator<Item = &'a str> + '_ {
-        let tick = self.tick;
-        self.spans.iter().map(move |&s| tick.s(s))
     }
 }
 
@@ -369,7 +497,10 @@ mod tests {
             {"claim":"r","supports":"rejected:x"},
             {"claim":"c2","supports":"chosen","check":{"by":"test","ref":"cargo test a",
               "verified_at_sha":"0123456789abcdef0123456789abcdef01234567","counter_test":"cargo test b",
-              "liveness":{"platforms":["linux","mac"],"triggered_by":["db/","src/a.rs"],"surfaces":["api"]}}}],
+              "liveness":{"platforms":["linux","mac"],"triggered_by":["db/","src/a.rs"],"surfaces":["api"]}}},
+            {"claim":"c3","supports":"chosen","check":{"by":"test","ref":"cargo test c",
+              "verified_at_sha":"0123456789abcdef0123456789abcdef01234567",
+              "liveness":{"platforms":["local"],"triggered_by":["**"],"surfaces":["cli","x"]}}}],
             "held_since":"2026-01-01T00:00:00Z","id":"bbbbbbbbbbbb","observe":"","parent_id":"aaaaaaaaaaaa",
             "provenance":"agent-proposed","source_ref":{"k":1},"status":"live","supersedes":"cccccccccccc","zz":1}"#;
         let t = Tick::parse(text).expect("a tick");
@@ -386,7 +517,15 @@ mod tests {
             .test_bindings()
             .map(|(i, r, tb)| (i, r, tb.iter().collect()))
             .collect();
-        assert_eq!(b, vec![(2, "cargo test a", vec!["db/", "src/a.rs"])]);
+        assert_eq!(
+            b,
+            vec![
+                (2, "cargo test a", vec!["db/", "src/a.rs"]),
+                (3, "cargo test c", vec!["**"])
+            ]
+        );
+        assert_eq!(p.ground_text(3), ("c3", "chosen"));
+        assert_eq!(p.ground_text(9), ("", ""));
         let bare = Tick::parse(
             r#"{"blame":"","decision":"","grounds":[],"held_since":"","id":"","observe":"","parent_id":"","status":""}"#,
         )
