@@ -56,6 +56,8 @@ const HAS_COUNTER: u32 = 4;
 pub struct PackedTick {
     text: Box<str>,
     index: Box<[u32]>,
+    /// The decision identity ([`crate::view::identity_of`] the tick), for the view's collapse.
+    identity: crate::view::Identity,
     /// Rare (a few in a thousand ticks): kept as it is.
     source_ref: Option<Box<SourceRef>>,
     /// Almost always empty (no allocation).
@@ -283,6 +285,7 @@ impl PackedTick {
         PackedTick {
             text: b.text.into_boxed_str(),
             index: b.index.into_boxed_slice(),
+            identity: crate::view::identity_of(t),
             source_ref: t.source_ref.clone().map(Box::new),
             unknown_keys: t.unknown_keys.iter().map(|k| k.as_str().into()).collect(),
         }
@@ -367,6 +370,9 @@ impl PackedTick {
         (present & (1 << bit) != 0).then(|| self.f(f))
     }
 
+    pub fn identity(&self) -> crate::view::Identity {
+        self.identity
+    }
     pub fn decision(&self) -> &str {
         self.f(F::Decision)
     }

@@ -57,8 +57,6 @@ impl Stamp {
 struct Cached {
     stamp: Option<Stamp>,
     entry: Entry,
-    /// A tick's decision identity (for the current-view collapse), computed once per read.
-    identity: Option<crate::view::Identity>,
     /// New at every read (see [`Store::tick_serial`]).
     serial: u64,
     /// What `verify` found in this file, while the cache has not read it again.
@@ -71,23 +69,18 @@ static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 impl Cached {
     /// A file that is not a valid tick.
     fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
-        Cached::with(stamp, entry, None)
+        Cached::with(stamp, entry)
     }
 
-    /// A valid tick, packed, with its identity.
+    /// A valid tick, packed (with its identity).
     fn tick(stamp: Option<Stamp>, tick: &Tick) -> Cached {
-        Cached::with(
-            stamp,
-            Entry::Tick(Arc::new(PackedTick::pack(tick))),
-            Some(crate::view::identity_of(tick)),
-        )
+        Cached::with(stamp, Entry::Tick(Arc::new(PackedTick::pack(tick))))
     }
 
-    fn with(stamp: Option<Stamp>, entry: Entry, identity: Option<crate::view::Identity>) -> Cached {
+    fn with(stamp: Option<Stamp>, entry: Entry) -> Cached {
         Cached {
             stamp,
             entry,
-            identity,
             serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             audit: None,
         }
@@ -626,8 +619,8 @@ impl Store {
         let inputs: Vec<(&str, &PackedTick, crate::view::Identity)> = self
             .files
             .iter()
-            .filter_map(|(n, c)| match (&c.entry, c.identity) {
-                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t.as_ref(), id)),
+            .filter_map(|(n, c)| match &c.entry {
+                Entry::Tick(t) => Some((n.as_str(), t.as_ref(), t.identity())),
                 _ => None,
             })
             .collect();
@@ -646,8 +639,8 @@ impl Store {
         let inputs: Vec<(&str, &Arc<PackedTick>, crate::view::Identity)> = self
             .files
             .iter()
-            .filter_map(|(n, c)| match (&c.entry, c.identity) {
-                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t, id)),
+            .filter_map(|(n, c)| match &c.entry {
+                Entry::Tick(t) => Some((n.as_str(), t, t.identity())),
                 _ => None,
             })
             .collect();

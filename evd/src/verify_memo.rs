@@ -32,11 +32,9 @@ pub enum AuditSlot {
     /// A valid tick without a warning or a violation of its own, whose parent is the cached
     /// tick's `parent_id`.
     CleanTick,
-    /// Anything else, as audited under `schema_version` (a tolerated-key warning names it).
-    Other {
-        schema_version: u64,
-        outcome: Box<Outcome>,
-    },
+    /// Anything else, with the `schema_version` it was audited under (a tolerated-key warning
+    /// names it). Boxed: rare, and a cache entry per file stays small.
+    Other(Box<(u64, Outcome)>),
 }
 
 /// The last audit of a store.
@@ -131,10 +129,10 @@ fn audit_all(store: &mut Store, schema_version: u64, remember: bool) -> Result<A
                         notes: None,
                     })
                 }),
-                AuditSlot::Other {
-                    schema_version: v,
-                    outcome,
-                } => (*v == schema_version).then(|| (**outcome).clone()),
+                AuditSlot::Other(other) => {
+                    let (v, outcome) = &**other;
+                    (*v == schema_version).then(|| outcome.clone())
+                }
             })
         } else {
             None
@@ -158,10 +156,7 @@ fn audit_all(store: &mut Store, schema_version: u64, remember: bool) -> Result<A
                 if clean {
                     AuditSlot::CleanTick
                 } else {
-                    AuditSlot::Other {
-                        schema_version,
-                        outcome: Box::new(outcome.clone()),
-                    }
+                    AuditSlot::Other(Box::new((schema_version, outcome.clone())))
                 }
             });
         }
