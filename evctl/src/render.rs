@@ -144,6 +144,10 @@ pub fn list(r: &ListResult, style: Style, json: bool) -> Out {
         out.line("no decisions yet");
         return out;
     }
+    if !style.rich {
+        // Plain rows sort by the whole rendered line (the daemon renders the same lines).
+        return Out::raw(proto::rpc::list_plain_lines(&r.entries));
+    }
     let tags = |e: &proto::rpc::ListEntry, sep: &str| {
         let mut s = String::new();
         for (k, v) in [
@@ -157,41 +161,34 @@ pub fn list(r: &ListResult, style: Style, json: bool) -> Out {
         }
         s
     };
-    let mut rows: Vec<String> = r
-        .entries
-        .iter()
-        .map(|e| {
-            if !e.parseable {
-                return if style.rich {
-                    style.dim(&format!("? {} <unparseable>", e.file))
-                } else {
-                    format!("{}\t?\t\"<unparseable>\"", e.file)
-                };
-            }
-            let decision = q(e.decision.as_deref().unwrap_or(""));
-            let status = e.status.as_deref().unwrap_or("");
-            if style.rich {
-                let agent = e.provenance.as_deref() == Some(proto::vocab::AGENT_PROPOSED);
-                format!(
-                    "{} {}  {}  {}",
-                    style.provenance_glyph(agent),
-                    style.bold(&decision),
-                    style.id(&e.file),
-                    style.dim(&format!("{status}{}", tags(e, " · ")))
-                )
-            } else {
-                format!("{}\t{status}\t{decision}{}", e.file, tags(e, "\t"))
-            }
-        })
-        .collect();
-    if !style.rich {
-        // Plain rows sort by the whole rendered line; rich rows stay in id order.
-        rows.sort();
-    }
-    for row in rows {
-        out.line(row);
+    // Rich rows stay in id order.
+    for e in &r.entries {
+        if !e.parseable {
+            out.line(style.dim(&format!("? {} <unparseable>", e.file)));
+            continue;
+        }
+        let decision = q(e.decision.as_deref().unwrap_or(""));
+        let status = e.status.as_deref().unwrap_or("");
+        let agent = e.provenance.as_deref() == Some(proto::vocab::AGENT_PROPOSED);
+        out.line(format!(
+            "{} {}  {}  {}",
+            style.provenance_glyph(agent),
+            style.bold(&decision),
+            style.id(&e.file),
+            style.dim(&format!("{status}{}", tags(e, " · ")))
+        ));
     }
     out
+}
+
+/// The plain listing evd handed over as a file's text.
+pub fn list_plain(text: String) -> Out {
+    if text.is_empty() {
+        let mut out = Out::default();
+        out.line("no decisions yet");
+        return out;
+    }
+    Out::raw(text)
 }
 
 pub fn log(r: &LogResult, style: Style, json: bool) -> Out {

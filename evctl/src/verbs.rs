@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use evd::{paths, verbs};
 use proto::rpc::{
-    DecideRequest, FromGit, GuardRequest, IdRequest, Overturn, PendingRequest, ProposeRequest,
-    RatifyRequest, Refusal, StoreRequest, SupersedeMode, SupersedeRequest, VerifyRequest,
+    DecideRequest, FromGit, GuardRequest, IdRequest, ListForm, ListRequest, Overturn,
+    PendingRequest, ProposeRequest, RatifyRequest, Refusal, StoreRequest, SupersedeMode,
+    SupersedeRequest, VerifyRequest,
 };
 
 use crate::client;
@@ -55,13 +56,37 @@ pub async fn show(s: &mut Session, id: &str) -> Out {
 
 pub async fn list(s: &mut Session, g: &Globals) -> Out {
     let ctx = s.context(true, Needs::default());
-    let req = StoreRequest {
-        context: ctx.clone(),
+    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    // The plain listing comes finished, in an answer file (a large store's is megabytes).
+    let form = if json || style.rich {
+        ListForm::Entries
+    } else {
+        ListForm::PlainFile
     };
-    let r = s
+    let req = ListRequest {
+        context: ctx.clone(),
+        form,
+    };
+    let mut r = s
         .read(rpc!(req, list), || local_read(&ctx, verbs::list))
         .await;
-    let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
+    if let Ok(v) = &mut r {
+        if let Some(file) = v.plain_file.take() {
+            match read_answer(&s.rt_dir, &file) {
+                Some(text) => return render::list_plain(text),
+                None => {
+                    // Gone or unreadable: ask for the entries instead.
+                    let req = ListRequest {
+                        form: ListForm::Entries,
+                        ..req
+                    };
+                    r = s
+                        .read(rpc!(req, list), || local_read(&ctx, verbs::list))
+                        .await;
+                }
+            }
+        }
+    }
     s.finish(r, |v| render::list(v, style, json))
 }
 

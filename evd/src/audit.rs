@@ -19,45 +19,86 @@ pub struct AuditFile {
     pub text: Result<String, String>,
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Audit {
     pub warnings: Vec<String>,
     pub violations: Vec<String>,
 }
 
-/// What one slice of the files contributes; slices are audited in parallel and merged in order.
-#[derive(Default)]
-struct Part {
-    unknown_keys: Vec<String>,
-    imported_r5: Vec<String>,
-    violations: Vec<String>,
-    /// `(file name, parent_id)` of every file that parsed as a tick.
-    parents: Vec<(String, String)>,
+/// What one file contributes to the audit: its warnings and violations, and its parent when
+/// it parsed as a tick. Most files contribute nothing but the parent, so the lists live behind
+/// one optional box (a remembered audit of 100,000 files stays small).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileAudit {
+    /// `parent_id` of a file that parsed as a tick, `None` for one that did not.
+    pub parent: Option<Box<str>>,
+    pub notes: Option<Box<Notes>>,
 }
 
-fn audit_part(files: &[&AuditFile], schema_version: u64) -> Result<Part, String> {
-    let mut part = Part::default();
-    for f in files {
-        let text = f.text.as_ref().map_err(String::clone)?;
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("{}: {e}", f.name))?;
-        let name = f.name.as_str();
-        if let Some(obj) = v.as_object() {
-            for k in unknown_top_level_keys(obj) {
-                part.unknown_keys.push(format!(
-                    "{name}: warning: tolerated unknown top-level field {} (schema_version {schema_version}) — a typo'd field name parses through but is ignored",
-                    q(&k)
-                ));
-            }
-        }
-        match Tick::from_value(&v) {
-            Err(e) => part.violations.push(format!("{name}: R1/R2 {e}")),
-            Ok(t) => {
-                per_file(name, &t, &mut part);
-                part.parents.push((f.name.clone(), t.parent_id));
-            }
+/// A file's warnings and violations, in upstream's order within each kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Notes {
+    pub unknown_keys: Vec<String>,
+    pub imported_r5: Vec<String>,
+    pub violations: Vec<String>,
+}
+
+/// Audit one file on its own. `Err` is the whole-store failure it causes (see [`audit`]).
+pub fn audit_file(
+    name: &str,
+    text: &Result<String, String>,
+    schema_version: u64,
+) -> Result<FileAudit, String> {
+    let text = text.as_ref().map_err(String::clone)?;
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("{name}: {e}"))?;
+    let mut notes = Notes::default();
+    if let Some(obj) = v.as_object() {
+        for k in unknown_top_level_keys(obj) {
+            notes.unknown_keys.push(format!(
+                "{name}: warning: tolerated unknown top-level field {} (schema_version {schema_version}) — a typo'd field name parses through but is ignored",
+                q(&k)
+            ));
         }
     }
-    Ok(part)
+    let parent = match Tick::from_value(&v) {
+        Err(e) => {
+            notes.violations.push(format!("{name}: R1/R2 {e}"));
+            None
+        }
+        Ok(t) => {
+            per_file(name, &t, &mut notes);
+            Some(t.parent_id.into_boxed_str())
+        }
+    };
+    let empty = notes.unknown_keys.is_empty()
+        && notes.imported_r5.is_empty()
+        && notes.violations.is_empty();
+    Ok(FileAudit {
+        parent,
+        notes: (!empty).then(|| Box::new(notes)),
+    })
+}
+
+/// Put the per-file audits of a whole `ticks/` together, `files` in file-name order: the
+/// tolerated-key warnings, then the imported-R5 ones; each file's violations, then the chain
+/// checks over every parsed tick.
+pub fn assemble<'a>(files: impl Iterator<Item = (&'a str, &'a FileAudit)>) -> Audit {
+    let mut out = Audit::default();
+    let mut imported_r5 = Vec::new();
+    let mut parents: Vec<(&str, &str)> = Vec::new();
+    for (name, f) in files {
+        if let Some(n) = &f.notes {
+            out.warnings.extend(n.unknown_keys.iter().cloned());
+            imported_r5.extend(n.imported_r5.iter().cloned());
+            out.violations.extend(n.violations.iter().cloned());
+        }
+        if let Some(p) = &f.parent {
+            parents.push((name, p));
+        }
+    }
+    out.warnings.extend(imported_r5);
+    chain_checks(&parents, &mut out.violations);
+    out
 }
 
 /// Audit every file. `Err` is the whole-store failure upstream reports as
@@ -66,58 +107,56 @@ fn audit_part(files: &[&AuditFile], schema_version: u64) -> Result<Part, String>
 pub fn audit(files: &[AuditFile], schema_version: u64) -> Result<Audit, String> {
     let mut sorted: Vec<&AuditFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let audited = in_parallel(&sorted, |f| audit_file(&f.name, &f.text, schema_version))?;
+    let audited = audited.into_iter().collect::<Result<Vec<_>, String>>()?;
+    Ok(assemble(
+        sorted.iter().map(|f| f.name.as_str()).zip(audited.iter()),
+    ))
+}
+
+/// `f` over every item, on up to eight threads, results in the items' order. `Err` when a
+/// worker died.
+pub fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> R + Sync,
+) -> Result<Vec<R>, String> {
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, 8);
-    let chunk = sorted.len().div_ceil(workers).max(256);
-    let parts: Vec<Result<Part, String>> = if sorted.len() <= chunk {
-        vec![audit_part(&sorted, schema_version)]
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = sorted
-                .chunks(chunk)
-                .map(|c| scope.spawn(move || audit_part(c, schema_version)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("internal error while auditing".to_string()))
-                })
-                .collect()
-        })
-    };
-    let mut out = Audit::default();
-    let mut imported_r5 = Vec::new();
-    let mut parents: Vec<(String, String)> = Vec::with_capacity(sorted.len());
-    for p in parts {
-        let p = p?;
-        out.warnings.extend(p.unknown_keys);
-        imported_r5.extend(p.imported_r5);
-        out.violations.extend(p.violations);
-        parents.extend(p.parents);
+    let chunk = items.len().div_ceil(workers).max(256);
+    if items.len() <= chunk {
+        return Ok(items.iter().map(&f).collect());
     }
-    out.warnings.extend(imported_r5);
-    chain_checks(&parents, &mut out.violations);
-    Ok(out)
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| scope.spawn(move || c.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        for h in handles {
+            out.extend(
+                h.join()
+                    .map_err(|_| "internal error while auditing".to_string())?,
+            );
+        }
+        Ok(out)
+    })
 }
 
 /// R6 over the parsed ticks (`parents` sorted by file name): unresolved parents, then every
 /// start whose parent walk revisits a tick — the ticks on a cycle and those whose ancestry runs
 /// into one. Linear time: each tick is walked once.
-fn chain_checks(parents: &[(String, String)], violations: &mut Vec<String>) {
+fn chain_checks(parents: &[(&str, &str)], violations: &mut Vec<String>) {
     let index: HashMap<&str, usize> = parents
         .iter()
         .enumerate()
-        .map(|(i, (n, _))| (n.as_str(), i))
+        .map(|(i, (n, _))| (*n, i))
         .collect();
-    let parent: Vec<Option<usize>> = parents
-        .iter()
-        .map(|(_, p)| index.get(p.as_str()).copied())
-        .collect();
+    let parent: Vec<Option<usize>> = parents.iter().map(|(_, p)| index.get(p).copied()).collect();
     for (name, p) in parents {
-        if !p.is_empty() && !index.contains_key(p.as_str()) {
+        if !p.is_empty() && !index.contains_key(p) {
             violations.push(format!("{name}: parent_id {p} does not resolve (R6)"));
         }
     }
@@ -157,7 +196,7 @@ fn chain_checks(parents: &[(String, String)], violations: &mut Vec<String>) {
     }
 }
 
-fn per_file(name: &str, t: &Tick, out: &mut Part) {
+fn per_file(name: &str, t: &Tick, out: &mut Notes) {
     let recomputed = tick_id(&t.decision, &t.observe, &t.grounds, &t.parent_id);
     if recomputed != name {
         out.violations.push(format!(

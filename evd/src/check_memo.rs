@@ -47,9 +47,11 @@ pub struct Basis {
 #[derive(Debug)]
 pub struct TickPart {
     pub file: String,
-    pub tick: Arc<Tick>,
-    /// One row per test ground.
-    pub rows: Vec<CheckRow>,
+    /// The tick as the cache holds it (the very same handle while the file is unchanged).
+    pub tick: Arc<crate::packed::PackedTick>,
+    /// One row per test ground, kept without what the tick and `file` already say
+    /// ([`TickPart::rows`] rebuilds them whole).
+    pub rows: Rows,
     /// Its `harvested` and `check` events, in order.
     pub events: Vec<EventLine>,
     /// The receipt keys of its test grounds: what can change it, besides the tick itself and
@@ -62,11 +64,121 @@ pub struct TickPart {
     pub volatile: bool,
     /// The digest of the state file it wrote (see `write_state`).
     pub state_digest: u64,
-    /// Its rows as plain lines (what `check` prints), made once.
-    pub plain: OnceLock<String>,
-    /// Each trigger question its verdicts rest on: `(ground index, receipt commit, touched)`.
+    /// Each trigger question its verdicts rest on: `(triggered_by, receipt commit, touched)`.
     /// After HEAD moves, the part is kept only if every answer is still the same.
-    pub triggered: Vec<(usize, String, bool)>,
+    pub triggered: Vec<(Box<[String]>, String, bool)>,
+}
+
+/// A part's check rows as an evaluation keeps them.
+#[derive(Debug, Default)]
+pub struct Rows(Box<[Row]>);
+
+/// One check row without its tick's id, file, decision, claim and supports (the part's tick
+/// has them), its small fixed texts shared between all rows.
+#[derive(Debug)]
+pub struct Row {
+    pub label: Arc<str>,
+    pub class: Arc<str>,
+    pub event_label: Arc<str>,
+    pub detail: Box<str>,
+    pub memo_reason: Option<Box<str>>,
+    pub ground_index: usize,
+    pub harvested: bool,
+    pub gating: bool,
+}
+
+impl From<Vec<CheckRow>> for Rows {
+    fn from(rows: Vec<CheckRow>) -> Rows {
+        Rows(
+            rows.into_iter()
+                .map(|r| {
+                    // Every field named: one added to CheckRow must be kept here too.
+                    let CheckRow {
+                        label,
+                        tick_id: _,
+                        file: _,
+                        decision: _,
+                        claim: _,
+                        supports: _,
+                        ground_index,
+                        detail,
+                        harvested,
+                        class,
+                        gating,
+                        memo_reason,
+                        event_label,
+                    } = r;
+                    Row {
+                        label: shared(&label),
+                        class: shared(&class),
+                        event_label: shared(&event_label),
+                        detail: detail.into(),
+                        memo_reason: memo_reason.map(String::into_boxed_str),
+                        ground_index,
+                        harvested,
+                        gating,
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Rows {
+    pub fn iter(&self) -> std::slice::Iter<'_, Row> {
+        self.0.iter()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The one copy of a label, class or event label (a handful of distinct texts).
+fn shared(text: &str) -> Arc<str> {
+    static TEXTS: std::sync::Mutex<Option<HashSet<Arc<str>>>> = std::sync::Mutex::new(None);
+    let Ok(mut texts) = TEXTS.lock() else {
+        return text.into();
+    };
+    let texts = texts.get_or_insert_with(HashSet::new);
+    if let Some(t) = texts.get(text) {
+        return Arc::clone(t);
+    }
+    let t: Arc<str> = text.into();
+    // Bounded: these texts come from the verdict engine's fixed vocabulary.
+    if texts.len() < 1024 {
+        texts.insert(Arc::clone(&t));
+    }
+    t
+}
+
+impl TickPart {
+    /// This part's check rows, whole.
+    pub fn rows(&self) -> impl Iterator<Item = CheckRow> + '_ {
+        self.rows.iter().map(|r| self.row(r))
+    }
+
+    /// One of this part's rows, whole.
+    pub fn row(&self, r: &Row) -> CheckRow {
+        let (claim, supports) = self.tick.ground_text(r.ground_index);
+        CheckRow {
+            label: r.label.to_string(),
+            tick_id: self.tick.id().to_string(),
+            file: self.file.clone(),
+            decision: self.tick.decision().to_string(),
+            claim: claim.to_string(),
+            supports: supports.to_string(),
+            ground_index: r.ground_index,
+            detail: r.detail.to_string(),
+            harvested: r.harvested,
+            class: r.class.to_string(),
+            gating: r.gating,
+            memo_reason: r.memo_reason.as_deref().map(str::to_string),
+            event_label: r.event_label.to_string(),
+        }
+    }
 }
 
 impl Basis {
@@ -107,7 +219,6 @@ pub struct Evaluation {
     /// The HEAD its trigger answers were read at.
     pub head: Option<String>,
     table: OnceLock<Option<RowTable>>,
-    plain_text: OnceLock<String>,
     plain: OnceLock<Option<PlainRows>>,
     plain_file: std::sync::Mutex<Option<crate::answers::AnswerFile>>,
     triggers: OnceLock<TriggerIndex>,
@@ -128,18 +239,15 @@ impl TriggerIndex {
         let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         let mut triggers: Vec<(String, Vec<(usize, u8)>)> = Vec::new();
         for (i, p) in parts.iter().enumerate() {
-            for (index, g) in p.tick.grounds.iter().enumerate() {
-                let Some(proto::model::Check::Test { liveness, .. }) = &g.check else {
-                    continue;
-                };
+            for (index, _, triggered_by) in p.tick.test_bindings() {
                 let severity = p
                     .rows
                     .iter()
                     .find(|r| r.ground_index == index)
                     .map_or(0, |r| proto::rpc::severity(&r.label, r.gating));
-                for t in &liveness.triggered_by {
+                for t in triggered_by.iter() {
                     let slot = *at.entry(t).or_insert_with(|| {
-                        triggers.push((t.clone(), Vec::new()));
+                        triggers.push((t.to_string(), Vec::new()));
                         triggers.len() - 1
                     });
                     let list = &mut triggers[slot].1;
@@ -211,12 +319,12 @@ impl Evaluation {
         let (mut gating, mut harvested, mut total) = (false, 0, 0);
         let mut valid_until: Option<OffsetDateTime> = None;
         for p in &parts {
-            for r in &p.rows {
+            for r in p.rows.iter() {
                 // Grouped by gating (0.1.32): a `dirty` row is in the attention style yet never
                 // gates.
                 if r.gating {
                     tally.gating += 1;
-                } else if r.label == "green" {
+                } else if &*r.label == "green" {
                     tally.green += 1;
                 } else {
                     tally.non_gating += 1;
@@ -242,7 +350,6 @@ impl Evaluation {
             uncommitted,
             head,
             table: OnceLock::new(),
-            plain_text: OnceLock::new(),
             plain: OnceLock::new(),
             plain_file: std::sync::Mutex::new(None),
             triggers: OnceLock::new(),
@@ -254,9 +361,9 @@ impl Evaluation {
         self.triggers.get_or_init(|| TriggerIndex::of(&self.parts))
     }
 
-    /// Every row, in order.
-    pub fn rows(&self) -> impl Iterator<Item = &CheckRow> {
-        self.parts.iter().flat_map(|p| p.rows.iter())
+    /// Every row, in order, rebuilt whole.
+    pub fn rows(&self) -> impl Iterator<Item = CheckRow> + '_ {
+        self.parts.iter().flat_map(|p| p.rows())
     }
 
     /// Current live ticks (the `check-run` event's `decisions`).
@@ -267,25 +374,19 @@ impl Evaluation {
     /// The rows as a compact table, encoded once per evaluation.
     pub fn table(&self) -> Option<RowTable> {
         self.table
-            .get_or_init(|| RowTable::encode(self.rows()).ok())
+            .get_or_init(|| RowTable::encode(&self.rows().collect::<Vec<_>>()).ok())
             .clone()
     }
 
-    fn plain_text(&self) -> &str {
-        self.plain_text.get_or_init(|| {
-            // A part kept from an earlier evaluation brings its lines along.
-            let mut text = String::new();
-            for p in &self.parts {
-                text.push_str(p.plain.get_or_init(|| proto::rpc::plain_lines(&p.rows)));
-            }
-            text
-        })
+    /// The plain lines (made when asked: they live on in the answer file, not in memory).
+    fn plain_text(&self) -> String {
+        proto::rpc::plain_lines(&self.rows().collect::<Vec<_>>())
     }
 
     /// The rows as plain lines, encoded once per evaluation.
     pub fn plain(&self) -> Option<PlainRows> {
         self.plain
-            .get_or_init(|| PlainRows::serialize_text(self.plain_text()).ok())
+            .get_or_init(|| PlainRows::serialize_text(&self.plain_text()).ok())
             .clone()
     }
 
@@ -308,14 +409,13 @@ impl Evaluation {
     /// Every event line for a check at `now`, newline-terminated.
     pub fn event_lines(&self, now: OffsetDateTime) -> String {
         let ts = crate::clock::format(now);
+        let now_ns = now.unix_timestamp_nanos();
         let events = || self.parts.iter().flat_map(|p| p.events.iter());
         // Sized exactly (the longest age bucket is 7 bytes): no copy while growing.
-        let size: usize = events()
-            .map(|e| e.head.len() + e.tail.len() + ts.len() + 28)
-            .sum();
+        let size: usize = events().map(|e| e.text.len() + ts.len() + 28).sum();
         let mut out = String::with_capacity(size);
         for e in events() {
-            e.write(&mut out, &ts, now);
+            e.write(&mut out, &ts, now_ns);
         }
         out
     }
@@ -325,11 +425,14 @@ impl Evaluation {
 /// line is written (keys stay sorted: `age` sorts first; only `verdict` sorts after `ts`).
 #[derive(Debug, Clone)]
 pub struct EventLine {
-    held_since: Option<OffsetDateTime>,
-    /// From the first key after `age` up to and including the comma before `"ts"`.
-    head: String,
-    /// After the `ts` value, up to and including the closing brace.
-    tail: String,
+    /// `held_since` in nanoseconds since the epoch, when it parses.
+    held_since: Option<i128>,
+    /// The line without `{`, its `age` and its `ts`: from the first key after `age` up to and
+    /// including the comma before `"ts"` (`head`), then after the `ts` value up to and
+    /// including the closing brace.
+    text: Box<str>,
+    /// Where the head ends in `text`.
+    split: usize,
 }
 
 const TS_MARK: &str = "\"ts\":\"@ts@\"";
@@ -345,25 +448,32 @@ impl EventLine {
         let line = proto::json::compact(&Value::Object(o));
         // `op` and `tick_id` always precede `ts`, so the mark is never the first key.
         let at = line.rfind(TS_MARK).unwrap_or(line.len());
+        let head = line.get(1..at).unwrap_or_default();
+        let tail = line.get(at + TS_MARK.len()..).unwrap_or("}");
         EventLine {
-            held_since: crate::clock::parse(&tick.held_since),
-            head: line.get(1..at).unwrap_or_default().to_string(),
-            tail: line.get(at + TS_MARK.len()..).unwrap_or("}").to_string(),
+            held_since: crate::clock::parse(&tick.held_since).map(|t| t.unix_timestamp_nanos()),
+            text: format!("{head}{tail}").into(),
+            split: head.len(),
         }
     }
 
-    fn write(&self, out: &mut String, ts: &str, now: OffsetDateTime) {
+    fn write(&self, out: &mut String, ts: &str, now_ns: i128) {
         out.push('{');
         if let Some(then) = self.held_since {
+            // Whole seconds, truncated toward zero, as `Duration::whole_seconds`.
+            let secs = (now_ns - then) / 1_000_000_000;
             out.push_str("\"age\":\"");
-            out.push_str(crate::events::age_bucket_since(then, now));
+            out.push_str(crate::events::age_bucket_of(
+                i64::try_from(secs).unwrap_or(if secs < 0 { i64::MIN } else { i64::MAX }),
+            ));
             out.push_str("\",");
         }
-        out.push_str(&self.head);
+        let (head, tail) = self.text.split_at(self.split.min(self.text.len()));
+        out.push_str(head);
         out.push_str("\"ts\":\"");
         out.push_str(ts);
         out.push('"');
-        out.push_str(&self.tail);
+        out.push_str(tail);
         out.push('\n');
     }
 }
@@ -579,7 +689,11 @@ mod tests {
         }
         let want = format!("{}\n", proto::json::compact(&Value::Object(want)));
         let mut got = String::new();
-        EventLine::new("check", &t, &extra).write(&mut got, &crate::clock::format(now), now);
+        EventLine::new("check", &t, &extra).write(
+            &mut got,
+            &crate::clock::format(now),
+            now.unix_timestamp_nanos(),
+        );
         assert_eq!(got, want);
         let mut unparsed = t.clone();
         unparsed.held_since = "whenever".into();
@@ -587,7 +701,7 @@ mod tests {
         EventLine::new("harvested", &unparsed, &[("verdict", "green".into())]).write(
             &mut got,
             &crate::clock::format(now),
-            now,
+            now.unix_timestamp_nanos(),
         );
         let mut want = crate::events::tick_event_fields("harvested", &unparsed, now);
         want.insert("verdict".into(), "green".into());
@@ -617,13 +731,12 @@ mod tests {
         let mut m = Memos::default();
         let part = TickPart {
             file: "bbbbbbbbbbbb".into(),
-            tick: Arc::new(tick()),
-            rows: Vec::new(),
+            tick: Arc::new(crate::packed::PackedTick::pack(&tick())),
+            rows: Rows::default(),
             events: Vec::new(),
             keys: Vec::new(),
             expires: Some(later),
             volatile: false,
-            plain: OnceLock::new(),
             triggered: Vec::new(),
             state_digest: 0,
         };

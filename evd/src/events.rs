@@ -12,7 +12,11 @@ pub fn age_bucket(held_since: &str, now: OffsetDateTime) -> Option<&'static str>
 
 /// The age bucket of something that began at `then`.
 pub fn age_bucket_since(then: OffsetDateTime, now: OffsetDateTime) -> &'static str {
-    let secs = (now - then).whole_seconds();
+    age_bucket_of((now - then).whole_seconds())
+}
+
+/// The age bucket of an age in whole seconds.
+pub fn age_bucket_of(secs: i64) -> &'static str {
     let days = secs.div_euclid(86_400);
     if secs < 300 {
         "fresh"

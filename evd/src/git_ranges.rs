@@ -100,9 +100,12 @@ const CARRY_MAX_COMMITS: usize = 64;
 /// Whether a `triggered_by` list can be matched by [`proto::pathspec::covers`] against paths git
 /// lists relative to the store's root: no pathspec magic, nothing above the root.
 pub fn plain_paths(paths: &[String]) -> bool {
-    !paths
-        .iter()
-        .any(|t| t.starts_with(':') || t.starts_with('/') || t.split('/').any(|c| c == ".."))
+    paths.iter().all(|t| plain_path(t))
+}
+
+/// One `triggered_by` entry [`plain_paths`] accepts.
+pub fn plain_path(t: &str) -> bool {
+    !(t.starts_with(':') || t.starts_with('/') || t.split('/').any(|c| c == ".."))
 }
 
 /// At most this many base commits are named on one command line by [`carry`]; more ask git

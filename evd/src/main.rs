@@ -44,6 +44,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists (the allocator's arenas are made per thread).
+    evd::resources::tune_allocator();
     let cli = Cli::parse();
     // Socket activation must be read before any thread exists.
     let activated = systemd::activated_listener();

@@ -6,13 +6,17 @@
 //! finished before the request arrived is always seen, whoever made it (CI, a script, upstream
 //! ev). Without a watch (no inotify, or the directory does not exist yet) nothing is kept and
 //! every read goes to the disk.
+//!
+//! What is kept is compact: a receipt's selector, platform and commit repeat across a store's
+//! receipts, so each distinct text is held once (a 100,000-tick store has 100,000 receipts and a
+//! few hundred distinct commits); [`ReceiptCache::get`] hands out ordinary [`Receipt`]s.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::dirwatch::{Changes, DirWatch};
-use crate::receipts::Receipt;
+use crate::receipts::{Receipt, RunResult};
 use crate::verdict_inputs::read_receipts;
 
 #[derive(Debug)]
@@ -25,7 +29,11 @@ pub struct ReceiptCache {
     /// The directory did not exist at the last sync (so there was nothing to watch or read).
     absent: bool,
     /// Receipts by file name (`<key>.jsonl`), as parsed when last read.
-    files: HashMap<String, Arc<Vec<Receipt>>>,
+    files: HashMap<String, Box<[Kept]>>,
+    /// Each distinct selector, platform and commit text of the kept receipts, once.
+    texts: std::collections::HashSet<Arc<str>>,
+    /// When `texts` is this long, the texts no kept receipt uses any more are let go.
+    prune_at: usize,
     /// Moves whenever what this cache could answer may have changed.
     generation: u64,
     /// The generation at which each receipt file last changed by name.
@@ -44,6 +52,8 @@ impl ReceiptCache {
             watch_error: None,
             absent: false,
             files: HashMap::new(),
+            texts: std::collections::HashSet::new(),
+            prune_at: PRUNE_AT,
             generation: 0,
             changed_at: HashMap::new(),
             rescanned_at: 0,
@@ -78,6 +88,7 @@ impl ReceiptCache {
                 self.rescanned_at = self.generation;
                 self.changed_at.clear();
                 self.files.clear();
+                self.texts.clear();
                 // Watch first, then read: a change made after this point is queued, never lost.
                 // A directory that does not exist (or is a link) gets no watch: every read then
                 // goes to the disk, and the next sync tries again.
@@ -128,14 +139,66 @@ impl ReceiptCache {
     /// [`ReceiptCache::get`] for a caller that already has the selector's receipt key.
     pub fn get_keyed(&mut self, key: &str, selector: &str) -> Arc<Vec<Receipt>> {
         let name = format!("{key}.jsonl");
-        if let Some(r) = self.files.get(&name) {
-            return Arc::clone(r);
+        if let Some(kept) = self.files.get(&name) {
+            return Arc::new(kept.iter().map(Kept::receipt).collect());
         }
-        let read = Arc::new(read_receipts(&self.results, selector));
+        let read = read_receipts(&self.results, selector);
         if self.watch.is_some() {
-            self.files.insert(name, Arc::clone(&read));
+            let kept = read.iter().map(|r| self.keep(r)).collect();
+            self.files.insert(name, kept);
         }
-        read
+        Arc::new(read)
+    }
+
+    fn keep(&mut self, r: &Receipt) -> Kept {
+        Kept {
+            test: self.text(&r.test),
+            platform: self.text(&r.platform),
+            commit: self.text(&r.commit),
+            ran_at: r.ran_at.as_str().into(),
+            result: r.result,
+            falsifiable: r.falsifiable,
+        }
+    }
+
+    fn text(&mut self, s: &str) -> Arc<str> {
+        if let Some(t) = self.texts.get(s) {
+            return Arc::clone(t);
+        }
+        if self.texts.len() >= self.prune_at {
+            self.texts.retain(|t| Arc::strong_count(t) > 1);
+            self.prune_at = (self.texts.len() * 2).max(PRUNE_AT);
+        }
+        let t: Arc<str> = s.into();
+        self.texts.insert(Arc::clone(&t));
+        t
+    }
+}
+
+/// The fewest texts at which unused ones are looked for.
+const PRUNE_AT: usize = 4096;
+
+/// One receipt as the cache keeps it.
+#[derive(Debug)]
+struct Kept {
+    test: Arc<str>,
+    platform: Arc<str>,
+    commit: Arc<str>,
+    ran_at: Box<str>,
+    result: RunResult,
+    falsifiable: Option<bool>,
+}
+
+impl Kept {
+    fn receipt(&self) -> Receipt {
+        Receipt {
+            test: self.test.to_string(),
+            platform: self.platform.to_string(),
+            commit: self.commit.to_string(),
+            ran_at: self.ran_at.to_string(),
+            result: self.result,
+            falsifiable: self.falsifiable,
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use proto::rpc::{
     codes, AppendReceiptsRequest, AppendReceiptsResult, BackfillRequest, BindCheckRequest,
     BindCheckResult, CheckPlan, CheckRequest, CheckResult, DaemonStatus, DecideRequest,
     DecideResult, EvApiServer, GuardRequest, GuardResult, Hello, HelloRequest, IdRequest,
-    InitResult, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
+    InitResult, ListRequest, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
     PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest,
     ReconcileResult, Refusal, ShowResult, ShutdownAck, StoreRequest, SupersedeRequest,
     SupersedeResult, VerifyRequest, VerifyResult, WatchEvent, PROTOCOL_VERSION,
@@ -362,8 +362,9 @@ impl EvApiServer for Rpc {
         on_store(&self.0, &ctx, move |s| verbs::show(s, &req.id)).await
     }
 
-    async fn list(&self, req: StoreRequest) -> RpcResult<ListResult> {
-        on_store(&self.0, &req.context, verbs::list).await
+    async fn list(&self, req: ListRequest) -> RpcResult<ListResult> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::list::list_answer(s, &req)).await
     }
 
     async fn log(&self, req: StoreRequest) -> RpcResult<LogResult> {

@@ -16,11 +16,13 @@ use crate::config::{Config, DEFAULT_CONFIG};
 use crate::dirwatch::{Changes, DirWatch};
 use crate::fsio;
 use crate::lock::{self, Holder, LockFile};
+use crate::packed::PackedTick;
 
 /// What one file of `ticks/` holds, as last read.
 #[derive(Debug, Clone)]
 pub enum Entry {
-    Tick(Arc<Tick>),
+    /// A valid tick, packed ([`PackedTick::tick`] rebuilds it).
+    Tick(Arc<PackedTick>),
     /// JSON, but not a valid tick: the reader's message.
     Invalid(String),
     /// Not JSON: poisons whole-store reads (`reading store: <file>: <error>`).
@@ -33,7 +35,7 @@ pub enum Entry {
 /// Enough of a file's metadata to notice it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
-    mtime_ns: i128,
+    mtime_ns: i64,
     len: u64,
     ino: u64,
 }
@@ -41,7 +43,10 @@ struct Stamp {
 impl Stamp {
     fn of(m: &fs::Metadata) -> Stamp {
         Stamp {
-            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            mtime_ns: m
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.mtime_nsec()),
             len: m.len(),
             ino: m.ino(),
         }
@@ -52,20 +57,32 @@ impl Stamp {
 struct Cached {
     stamp: Option<Stamp>,
     entry: Entry,
-    /// A tick's decision identity (for the current-view collapse), computed once per read.
-    identity: Option<crate::view::Identity>,
+    /// New at every read (see [`Store::tick_serial`]).
+    serial: u64,
+    /// What `verify` found in this file, while the cache has not read it again.
+    audit: Option<crate::verify_memo::AuditSlot>,
 }
 
+/// Where [`Cached`] serials come from.
+static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Cached {
+    /// A file that is not a valid tick.
     fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
-        let identity = match &entry {
-            Entry::Tick(t) => Some(crate::view::identity_of(t)),
-            _ => None,
-        };
+        Cached::with(stamp, entry)
+    }
+
+    /// A valid tick, packed (with its identity).
+    fn tick(stamp: Option<Stamp>, tick: &Tick) -> Cached {
+        Cached::with(stamp, Entry::Tick(Arc::new(PackedTick::pack(tick))))
+    }
+
+    fn with(stamp: Option<Stamp>, entry: Entry) -> Cached {
         Cached {
             stamp,
             entry,
-            identity,
+            serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            audit: None,
         }
     }
 }
@@ -126,19 +143,30 @@ pub struct Store {
     /// The id of the write request being served, if it has one: an append records its intent
     /// under it first.
     pub current_request: Option<String>,
+    /// The last audit of `ticks/`, file by file.
+    pub verify_memo: crate::verify_memo::VerifyMemo,
+    /// The plain `list` answer file, with the tick generation it was written for.
+    pub list_answer: Option<(u64, crate::answers::AnswerFile)>,
 }
 
 /// The current view: `(file name, tick)`, newest first.
-pub type CurrentView = Vec<(String, Arc<Tick>)>;
+pub type CurrentView = Vec<(String, Arc<PackedTick>)>;
 
-/// `(tick id, ground index)` → `(decision, claim, label)` as a plain check last read it.
-pub type VerdictSnapshot =
-    std::collections::HashMap<String, std::collections::HashMap<usize, (String, String, String)>>;
+/// tick id → its decision and, per test ground, `(ground index, claim, label)` as a plain check
+/// last read it.
+pub type VerdictSnapshot = std::collections::HashMap<Box<str>, KnownTick>;
 
-/// `ticks/` as read fresh from disk for the audit.
-pub struct FreshTicks {
-    /// Every regular file (and symlink, which the audit reports), with its text.
-    pub files: Vec<crate::audit::AuditFile>,
+/// One tick's part of the [`VerdictSnapshot`].
+#[derive(Debug, Default)]
+pub struct KnownTick {
+    decision: Box<str>,
+    grounds: Vec<(usize, Box<str>, Box<str>)>,
+}
+
+/// The entries of `ticks/`, as listed fresh for the audit.
+pub struct TicksListing {
+    /// Every regular file and symlink: `(name, is a symlink)`, in directory order.
+    pub files: Vec<(String, bool)>,
     /// Every other entry, by name, with what it is ("a directory"), sorted by name.
     pub odd: Vec<(String, &'static str)>,
 }
@@ -179,6 +207,8 @@ impl Store {
             pending_changes: Vec::new(),
             requests: crate::requests::RequestLog::new(&results),
             current_request: None,
+            verify_memo: Default::default(),
+            list_answer: None,
         }
     }
 
@@ -254,6 +284,7 @@ impl Store {
                 self.state_written.clear();
                 self.verdicts = None;
                 self.requests.reset();
+                self.verify_memo.clear();
             }
             None => {}
         }
@@ -469,7 +500,12 @@ impl Store {
                     self.ticks_stamp = Some(stamp);
                     return Ok(());
                 }
-                Some(Changes::Rescan) => self.watch = None,
+                Some(Changes::Rescan) => {
+                    // Events were lost: whatever was built on this generation is suspect, even
+                    // if the scan below finds every file as it was.
+                    self.watch = None;
+                    self.ticks_generation += 1;
+                }
                 // No watch: nothing short of looking at every file can tell that a tick was
                 // edited in place, so the scan below re-stats them all.
                 None => {}
@@ -488,6 +524,7 @@ impl Store {
         let mut next = BTreeMap::new();
         // Whether anything differs from the cache (a first scan always does).
         let mut changed = self.ticks_stamp.is_none();
+        let mut loaded = 0usize;
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
@@ -507,10 +544,16 @@ impl Store {
                 }
                 _ => {
                     changed = true;
+                    loaded += 1;
                     load(&path, &name, &m)
                 }
             };
             next.insert(name, cached);
+        }
+        if loaded >= 1024 {
+            // Parsing left the heap full of holes between the packed ticks kept: give the free
+            // pages back, so a daemon holding a large store holds what it keeps.
+            crate::resources::release_free_memory();
         }
         // What is left in the cache is gone from the directory.
         changed |= !self.files.is_empty();
@@ -555,7 +598,7 @@ impl Store {
     }
 
     /// Every parseable tick, refreshed (whole-store read rules apply).
-    pub fn ticks(&mut self) -> Result<Vec<(&str, &Tick)>, Refusal> {
+    pub fn ticks(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
         Ok(self
             .entries()?
             .into_iter()
@@ -566,15 +609,25 @@ impl Store {
             .collect())
     }
 
+    /// [`Store::current`], each tick rebuilt whole (for the few verbs that need every field of
+    /// every current tick).
+    pub fn current_ticks(&mut self) -> Result<Vec<(&str, Tick)>, Refusal> {
+        Ok(self
+            .current()?
+            .into_iter()
+            .map(|(f, t)| (f, t.tick()))
+            .collect())
+    }
+
     /// The current view (see [`crate::view`]), newest first, from the cached identities.
     /// Whole-store read rules apply.
-    pub fn current(&mut self) -> Result<Vec<(&str, &Tick)>, Refusal> {
+    pub fn current(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
         self.entries()?;
-        let inputs: Vec<(&str, &Tick, crate::view::Identity)> = self
+        let inputs: Vec<(&str, &PackedTick, crate::view::Identity)> = self
             .files
             .iter()
-            .filter_map(|(n, c)| match (&c.entry, c.identity) {
-                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t.as_ref(), id)),
+            .filter_map(|(n, c)| match &c.entry {
+                Entry::Tick(t) => Some((n.as_str(), t.as_ref(), t.identity())),
                 _ => None,
             })
             .collect();
@@ -593,20 +646,20 @@ impl Store {
             }
         }
         self.entries()?;
-        let inputs: Vec<(&str, &Arc<Tick>, crate::view::Identity)> = self
+        let inputs: Vec<(&str, &Arc<PackedTick>, crate::view::Identity)> = self
             .files
             .iter()
-            .filter_map(|(n, c)| match (&c.entry, c.identity) {
-                (Entry::Tick(t), Some(id)) => Some((n.as_str(), t, id)),
+            .filter_map(|(n, c)| match &c.entry {
+                Entry::Tick(t) => Some((n.as_str(), t, t.identity())),
                 _ => None,
             })
             .collect();
-        let plain: Vec<(&str, &Tick, crate::view::Identity)> = inputs
+        let plain: Vec<(&str, &PackedTick, crate::view::Identity)> = inputs
             .iter()
             .map(|(n, t, id)| (*n, t.as_ref(), *id))
             .collect();
         // The view keeps the inputs' order of identity; map each chosen tick back to its handle.
-        let by_name: std::collections::HashMap<&str, &Arc<Tick>> =
+        let by_name: std::collections::HashMap<&str, &Arc<PackedTick>> =
             inputs.iter().map(|(n, t, _)| (*n, *t)).collect();
         let view: CurrentView = crate::view::current(&plain)
             .into_iter()
@@ -715,12 +768,11 @@ impl Store {
             }
         }
         let mut set = std::collections::BTreeSet::new();
-        for (_, t) in view.iter().filter(|(_, t)| t.status == "live") {
-            for g in &t.grounds {
-                if let Some(proto::model::Check::Test { liveness, .. }) = &g.check {
-                    if crate::git_ranges::plain_paths(&liveness.triggered_by) {
-                        set.extend(liveness.triggered_by.iter().cloned());
-                    }
+        for (_, t) in view.iter().filter(|(_, t)| t.status() == "live") {
+            for (_, _, triggers) in t.test_bindings() {
+                let triggers: Vec<&str> = triggers.iter().collect();
+                if triggers.iter().all(|t| crate::git_ranges::plain_path(t)) {
+                    set.extend(triggers.into_iter().map(str::to_string));
                 }
             }
         }
@@ -742,50 +794,60 @@ impl Store {
         let snap = self.verdicts.get_or_insert_with(Default::default);
         let mut changes = Vec::new();
         for &(tick, gi, decision, claim, label) in seen {
-            let known = snap.get(tick).and_then(|g| g.get(&gi));
-            if known.is_some_and(|k| k.2 == label) {
+            let known = snap
+                .get(tick)
+                .and_then(|k| k.grounds.iter().find(|g| g.0 == gi));
+            if known.is_some_and(|k| &*k.2 == label) {
                 continue;
             }
-            let old = snap.entry(tick.to_string()).or_default().insert(
-                gi,
-                (decision.to_string(), claim.to_string(), label.to_string()),
-            );
+            let entry = snap.entry(tick.into()).or_default();
+            if &*entry.decision != decision {
+                entry.decision = decision.into();
+            }
+            let fresh = (gi, claim.into(), label.into());
+            let old = match entry.grounds.iter_mut().find(|g| g.0 == gi) {
+                Some(g) => Some(std::mem::replace(g, fresh).2),
+                None => {
+                    entry.grounds.push(fresh);
+                    None
+                }
+            };
             changes.push(VerdictChange {
                 tick_id: tick.to_string(),
                 ground_index: gi,
                 decision: decision.to_string(),
                 claim: claim.to_string(),
-                old: old.map(|o| o.2),
+                old: old.map(String::from),
                 new: Some(label.to_string()),
             });
         }
         let in_view: std::collections::HashSet<(&str, usize)> =
             seen.iter().map(|&(t, g, ..)| (t, g)).collect();
-        let mut gone = Vec::new();
-        for (tick, grounds) in snap.iter() {
-            for gi in grounds.keys() {
-                if !in_view.contains(&(tick.as_str(), *gi)) {
-                    gone.push((tick.clone(), *gi));
+        let mut emptied = Vec::new();
+        for (tick, known) in snap.iter_mut() {
+            let mut i = 0;
+            while i < known.grounds.len() {
+                let gi = known.grounds[i].0;
+                if in_view.contains(&(&**tick, gi)) {
+                    i += 1;
+                    continue;
                 }
-            }
-        }
-        for (tick, gi) in gone {
-            let Some(grounds) = snap.get_mut(&tick) else {
-                continue;
-            };
-            if let Some((decision, claim, label)) = grounds.remove(&gi) {
+                let (_, claim, label) = known.grounds.swap_remove(i);
                 changes.push(VerdictChange {
-                    tick_id: tick.clone(),
+                    tick_id: tick.to_string(),
                     ground_index: gi,
-                    decision,
-                    claim,
-                    old: Some(label),
+                    decision: known.decision.to_string(),
+                    claim: claim.into(),
+                    old: Some(label.into()),
                     new: None,
                 });
             }
-            if grounds.is_empty() {
-                snap.remove(&tick);
+            if known.grounds.is_empty() {
+                emptied.push(tick.clone());
             }
+        }
+        for tick in emptied {
+            snap.remove(&tick);
         }
         if baseline {
             Vec::new()
@@ -817,18 +879,17 @@ impl Store {
         fsio::read_text_opt(&self.ticks_dir().join(id))
     }
 
-    /// Read every tick file fresh from disk, bypassing the cache (for the audit). The reads are
-    /// spread over the available cores. Entries of `ticks/` that are neither regular files nor
-    /// symlinks (directories, FIFOs, sockets, devices) are not read; they are returned by name
-    /// with what they are, for the audit to report.
-    pub fn read_all_fresh(&self) -> Result<FreshTicks, Refusal> {
+    /// What `ticks/` holds right now, read fresh from the directory (for the audit): every
+    /// regular file and symlink by name (`true` for a symlink, which the audit reports), and
+    /// every other entry (directories, FIFOs, sockets, devices) by name with what it is, sorted
+    /// by name. Nothing is read but the directory: `d_type` tells the kinds apart.
+    pub fn list_ticks_dir(&self) -> Result<TicksListing, Refusal> {
         let dir = self.ticks_dir();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-        let mut names = Vec::new();
+        let mut files = Vec::new();
         let mut odd = Vec::new();
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-            // d_type from readdir: no stat needed to set aside directories and spot links.
             let Ok(ft) = ent.file_type() else { continue };
             if !ft.is_file() && !ft.is_symlink() {
                 let name = ent.file_name().to_string_lossy().into_owned();
@@ -838,50 +899,74 @@ impl Store {
                 odd.push((name, kind));
                 continue;
             }
-            names.push((
+            files.push((
                 ent.file_name().to_string_lossy().into_owned(),
                 ft.is_symlink(),
             ));
         }
-        let read = |(name, link): &(String, bool)| {
-            let text = if *link {
-                Err(format!(
-                    "{name} is a symlink (evd never follows links inside a store)"
-                ))
-            } else {
-                fsio::read_text(&dir.join(name)).map_err(|e| e.to_string())
-            };
-            crate::audit::AuditFile {
-                name: name.clone(),
-                text,
-            }
-        };
-        let workers = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, 8);
-        let chunk = names.len().div_ceil(workers).max(512);
         odd.sort();
-        if names.len() <= chunk {
-            return Ok(FreshTicks {
-                files: names.iter().map(read).collect(),
-                odd,
-            });
+        Ok(TicksListing { files, odd })
+    }
+
+    /// One file of `ticks/` read fresh for the audit: its text, or the whole-store error it
+    /// causes as upstream words it.
+    pub fn read_for_audit(&self, name: &str, symlink: bool) -> Result<String, String> {
+        if symlink {
+            return Err(format!(
+                "{name} is a symlink (evd never follows links inside a store)"
+            ));
         }
-        let files = std::thread::scope(|scope| {
-            let handles: Vec<_> = names
-                .chunks(chunk)
-                .map(|c| scope.spawn(move || c.iter().map(read).collect::<Vec<_>>()))
-                .collect();
-            let mut out = Vec::with_capacity(names.len());
-            for h in handles {
-                out.extend(h.join().map_err(|_| {
-                    Refusal::io("reading store: internal error while reading tick files")
-                })?);
-            }
-            Ok::<_, Refusal>(out)
-        })?;
-        Ok(FreshTicks { files, odd })
+        fsio::read_text(&self.ticks_dir().join(name)).map_err(|e| e.to_string())
+    }
+
+    /// Whether `ticks/` is watched (inotify), so that [`Store::ticks_generation`] moving is the
+    /// only way its content can have changed.
+    pub fn ticks_watched(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    /// Whether the tick cache has read `ticks/` at least once.
+    pub fn ticks_loaded(&self) -> bool {
+        self.ticks_stamp.is_some()
+    }
+
+    /// The serial of the cached read of one file of `ticks/` (after a refresh): a number that
+    /// is new every time the cache reads the file again, so equal serials mean the file was
+    /// not seen to change in between.
+    pub fn tick_serial(&self, name: &str) -> Option<u64> {
+        self.files.get(name).map(|c| c.serial)
+    }
+
+    /// The audit `verify` kept for one file of `ticks/` (see [`crate::verify_memo`]), with the
+    /// cached tick, while the cache has not read the file again.
+    pub fn kept_audit(
+        &self,
+        name: &str,
+    ) -> Option<(&crate::verify_memo::AuditSlot, Option<&PackedTick>)> {
+        let c = self.files.get(name)?;
+        let tick = match &c.entry {
+            Entry::Tick(t) => Some(t.as_ref()),
+            _ => None,
+        };
+        c.audit.as_ref().map(|a| (a, tick))
+    }
+
+    /// Keep `verify`'s audit of one file, read while the cache's serial for it was `serial`
+    /// (nothing is kept if the cache has read the file again since). `slot` is made from the
+    /// cached tick, if the file is one.
+    pub fn keep_audit(
+        &mut self,
+        name: &str,
+        serial: u64,
+        slot: impl FnOnce(Option<&PackedTick>) -> crate::verify_memo::AuditSlot,
+    ) {
+        if let Some(c) = self.files.get_mut(name).filter(|c| c.serial == serial) {
+            let tick = match &c.entry {
+                Entry::Tick(t) => Some(t.as_ref()),
+                _ => None,
+            };
+            c.audit = Some(slot(tick));
+        }
     }
 
     /// The shared append: write `ticks/<id>` durably, then move HEAD. Only a lock holder may
@@ -923,10 +1008,8 @@ impl Store {
         if in_sync {
             self.ticks_stamp = dir_stamp();
         }
-        self.files.insert(
-            tick.id.clone(),
-            Cached::new(file_stamp, Entry::Tick(Arc::new(tick))),
-        );
+        self.files
+            .insert(tick.id.clone(), Cached::tick(file_stamp, &tick));
         // Whatever was computed from the ticks before this append is out of date, whether or
         // not a watch will also report the new file.
         self.ticks_generation += 1;
@@ -1101,10 +1184,7 @@ impl Store {
             let file_stamp = fs::symlink_metadata(dir.join(&t.id))
                 .ok()
                 .map(|m| Stamp::of(&m));
-            self.files.insert(
-                t.id.clone(),
-                Cached::new(file_stamp, Entry::Tick(Arc::new(t.clone()))),
-            );
+            self.files.insert(t.id.clone(), Cached::tick(file_stamp, t));
         }
         self.ticks_generation += 1;
         Ok(())
@@ -1132,8 +1212,8 @@ impl Store {
         let mut children: std::collections::HashMap<&str, Vec<&str>> =
             std::collections::HashMap::new();
         for (name, t) in &ticks {
-            if t.parent_id != *name {
-                children.entry(t.parent_id.as_str()).or_default().push(name);
+            if t.parent_id() != *name {
+                children.entry(t.parent_id()).or_default().push(name);
             }
         }
         let mut tip = head.as_str();
@@ -1182,7 +1262,7 @@ impl Store {
 
 /// How recent a modification must be for its stamp not to be trusted yet (a same-size rewrite
 /// within the filesystem's timestamp granularity would otherwise go unseen).
-const RACY_NS: i128 = 2_000_000_000;
+const RACY_NS: i64 = 2_000_000_000;
 
 fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
     m.file_type().is_file().then(|| Stamp::of(m))
@@ -1198,29 +1278,33 @@ fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
             )),
         );
     }
-    Cached::new(stamp_of_regular(m), read_entry(path))
+    let stamp = stamp_of_regular(m);
+    match read_entry(path) {
+        Ok(t) => Cached::tick(stamp, &t),
+        Err(e) => Cached::new(stamp, e),
+    }
 }
 
 fn is_suspect(c: &Cached) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     match (&c.entry, c.stamp) {
-        (Entry::Tick(_), Some(s)) => now - s.mtime_ns < RACY_NS,
+        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.mtime_ns) < RACY_NS,
         (Entry::Unreadable(_), None) => false, // a symlink stays a symlink until ticks/ changes
         _ => true,
     }
 }
 
-/// Read and parse one tick file.
-fn read_entry(path: &Path) -> Entry {
+/// Read and parse one tick file: the tick, or the entry that says why it is none.
+fn read_entry(path: &Path) -> Result<Tick, Entry> {
     match fsio::read_text(path) {
-        Err(e) => Entry::Unreadable(e.to_string()),
+        Err(e) => Err(Entry::Unreadable(e.to_string())),
         Ok(text) => match Tick::parse(&text) {
-            Ok(t) => Entry::Tick(Arc::new(t)),
-            Err(TickParseError::NotJson(e)) => Entry::NotJson(e),
-            Err(TickParseError::Invalid(e)) => Entry::Invalid(e),
+            Ok(t) => Ok(t),
+            Err(TickParseError::NotJson(e)) => Err(Entry::NotJson(e)),
+            Err(TickParseError::Invalid(e)) => Err(Entry::Invalid(e)),
         },
     }
 }
@@ -1250,7 +1334,7 @@ mod tests {
         fs::write(&path, t.file_bytes()).expect("fill in place");
         let ticks = s.ticks().expect("readable now");
         assert_eq!(ticks.len(), 1);
-        assert_eq!(ticks[0].1.decision, "d");
+        assert_eq!(ticks[0].1.decision(), "d");
     }
 
     #[test]

@@ -23,20 +23,44 @@ pub fn identity_of(t: &Tick) -> Identity {
     out
 }
 
+/// What the collapse reads of a tick.
+pub trait ViewKeys {
+    fn supersedes(&self) -> Option<&str>;
+    fn held_since(&self) -> &str;
+}
+
+impl ViewKeys for Tick {
+    fn supersedes(&self) -> Option<&str> {
+        self.supersedes.as_deref()
+    }
+    fn held_since(&self) -> &str {
+        &self.held_since
+    }
+}
+
+impl ViewKeys for crate::packed::PackedTick {
+    fn supersedes(&self) -> Option<&str> {
+        crate::packed::PackedTick::supersedes(self)
+    }
+    fn held_since(&self) -> &str {
+        crate::packed::PackedTick::held_since(self)
+    }
+}
+
 /// `ticks` are `(file name, tick, identity)` of every parseable tick (the identity is
 /// [`identity_of`] the tick, passed in so a cache can compute it once). Returns the current
 /// ticks, newest first.
-pub fn current<'a>(ticks: &[(&'a str, &'a Tick, Identity)]) -> Vec<(&'a str, &'a Tick)> {
+pub fn current<'a, T: ViewKeys>(ticks: &[(&'a str, &'a T, Identity)]) -> Vec<(&'a str, &'a T)> {
     let superseded: HashSet<&str> = ticks
         .iter()
-        .filter_map(|(_, t, _)| t.supersedes.as_deref())
+        .filter_map(|(_, t, _)| t.supersedes())
         .collect();
-    let mut ordered: Vec<(&str, &Tick, Identity)> = ticks
+    let mut ordered: Vec<(&str, &T, Identity)> = ticks
         .iter()
         .filter(|(file, _, _)| !superseded.contains(file))
         .copied()
         .collect();
-    ordered.sort_by(|a, b| b.1.held_since.cmp(&a.1.held_since).then(b.0.cmp(a.0)));
+    ordered.sort_by(|a, b| b.1.held_since().cmp(a.1.held_since()).then(b.0.cmp(a.0)));
     let mut seen = HashSet::new();
     ordered
         .into_iter()

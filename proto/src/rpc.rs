@@ -381,8 +381,76 @@ pub struct ListEntry {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ListResult {
-    /// The current view plus unparseable files, sorted by file name.
+    /// The current view plus unparseable files, sorted by file name. Empty when the answer is
+    /// in [`ListResult::plain_file`].
     pub entries: Vec<ListEntry>,
+    /// With [`ListForm::PlainFile`]: the plain listing ([`list_plain_lines`]) in a file in the
+    /// daemon's private runtime directory. Absent when there is none to hand over (then
+    /// `entries` holds the answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain_file: Option<AnswerRef>,
+}
+
+/// `ev.list`'s params.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ListRequest {
+    pub context: Context,
+    /// How the answer comes back: entries (the default) or the finished plain lines in a file.
+    #[serde(default)]
+    pub form: ListForm,
+}
+
+/// The shape of `ev.list`'s answer.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ListForm {
+    /// [`ListResult::entries`]: one object per entry.
+    #[default]
+    Entries,
+    /// [`ListResult::plain_file`]: the lines the plain (unstyled) `list` prints, in a file.
+    #[serde(rename = "plain-file")]
+    PlainFile,
+}
+
+/// The plain `list` output for `entries`: one line per entry (`<file>\t<status>\tQ(decision)`
+/// and a tab-separated `key=value` per present tag, or `<file>\t?\t"<unparseable>"`), sorted
+/// by the whole line, each ending in a newline. Empty for no entries.
+pub fn list_plain_lines(entries: &[ListEntry]) -> String {
+    let mut rows: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            if !e.parseable {
+                return format!("{}\t?\t\"<unparseable>\"", e.file);
+            }
+            let mut row = format!(
+                "{}\t{}\t{}",
+                e.file,
+                e.status.as_deref().unwrap_or(""),
+                crate::json::q(e.decision.as_deref().unwrap_or(""))
+            );
+            for (k, v) in [
+                ("authority", &e.authority),
+                ("jurisdiction", &e.jurisdiction),
+                ("source_ref", &e.source_ref),
+            ] {
+                if let Some(v) = v {
+                    row.push('\t');
+                    row.push_str(k);
+                    row.push('=');
+                    row.push_str(v);
+                }
+            }
+            row
+        })
+        .collect();
+    rows.sort();
+    let mut text = String::with_capacity(rows.iter().map(|r| r.len() + 1).sum());
+    for r in rows {
+        text.push_str(&r);
+        text.push('\n');
+    }
+    text
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -442,6 +510,10 @@ pub struct VerifyResult {
     /// How many tick files were audited.
     #[serde(default)]
     pub files: usize,
+    /// How many of `files` were read and audited for this answer; the others' audits were
+    /// reused, their files unchanged since the daemon's last audit. `None` for `self_test`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaudited: Option<usize>,
 }
 
 impl VerifyResult {
@@ -1265,7 +1337,7 @@ pub trait EvApi {
     async fn show(&self, req: IdRequest) -> RpcResult<ShowResult>;
 
     #[method(name = "list")]
-    async fn list(&self, req: StoreRequest) -> RpcResult<ListResult>;
+    async fn list(&self, req: ListRequest) -> RpcResult<ListResult>;
 
     #[method(name = "log")]
     async fn log(&self, req: StoreRequest) -> RpcResult<LogResult>;

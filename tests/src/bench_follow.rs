@@ -120,9 +120,12 @@ struct Ground {
 /// ground shares, and guarding a plain tracked file.
 fn pick_ground(fx: &Fixture, origin: &str) -> Res<Ground> {
     let mut store = evd::store::Store::new(fx.root.clone());
-    let current = store
+    let current: Vec<(String, proto::Tick)> = store
         .current()
-        .map_err(|e| format!("reading the {} store: {}", fx.label, e.message))?;
+        .map_err(|e| format!("reading the {} store: {}", fx.label, e.message))?
+        .into_iter()
+        .map(|(f, t)| (f.to_string(), t.tick()))
+        .collect();
     let mut uses = std::collections::HashMap::<&str, usize>::new();
     for (_, t) in &current {
         for g in &t.grounds {

@@ -9,19 +9,19 @@ use crate::store::Store;
 pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refusal> {
     store.require()?;
     let limit = req.limit.unwrap_or_else(|| store.config().brief_limit);
-    let mut kept: Vec<(&str, &proto::Tick, bool)> = store
+    let mut kept: Vec<(&str, &crate::packed::PackedTick, bool)> = store
         .current()?
         .into_iter()
         .filter(|(_, t)| {
-            t.status == "live"
-                && t.authority.as_deref() == Some(proto::vocab::USER_RULED)
+            t.status() == "live"
+                && t.authority() == Some(proto::vocab::USER_RULED)
                 && !t.is_agent_proposed()
         })
-        .map(|(f, t)| (f, t, t.grounds.iter().any(|g| g.is_rejected())))
+        .map(|(f, t)| (f, t, t.has_rejected_ground()))
         .collect();
     kept.sort_by(|a, b| {
         b.2.cmp(&a.2)
-            .then_with(|| b.1.held_since.cmp(&a.1.held_since))
+            .then_with(|| b.1.held_since().cmp(a.1.held_since()))
             .then_with(|| b.0.cmp(a.0))
     });
     let total = kept.len();
@@ -38,13 +38,16 @@ pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refus
         .count();
     let decisions = kept[..shown]
         .iter()
-        .map(|(_, t, lb)| BriefDecision {
-            bound: t.has_test_check(),
-            decision: t.decision.clone(),
-            id: t.id.clone(),
-            load_bearing: *lb,
-            rejected_roads: roads_not_taken(t),
-            source_ref: t.source_ref_key(),
+        .map(|(_, p, lb)| {
+            let t = p.tick();
+            BriefDecision {
+                bound: p.has_test_check(),
+                rejected_roads: roads_not_taken(&t),
+                source_ref: t.source_ref_key(),
+                decision: t.decision,
+                id: t.id,
+                load_bearing: *lb,
+            }
         })
         .collect();
     let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);

@@ -390,7 +390,7 @@ fn answer(
         rows: if table.is_some() || plain.is_some() || plain_file.is_some() {
             Vec::new()
         } else {
-            e.rows().cloned().collect()
+            e.rows().collect()
         },
         table,
         plain,
@@ -523,11 +523,11 @@ fn evaluate(
     // Which ticks keep their part, and which are evaluated again.
     let plan: Vec<_> = view
         .iter()
-        .filter(|(_, t)| t.status == "live")
+        .filter(|(_, t)| t.status() == "live")
         .enumerate()
-        .map(|(i, (file, tick))| {
+        .map(|(i, (file, packed))| {
             let kept = reusable_at(i, file).filter(|p| {
-                Arc::ptr_eq(&p.tick, tick)
+                Arc::ptr_eq(&p.tick, packed)
                     && !p.volatile
                     && (!receipts_changed
                         || changed
@@ -535,31 +535,32 @@ fn evaluate(
                             .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k))))
                     && moved
                         .as_ref()
-                        .is_some_and(|m| m.is_empty() || !guards_any(tick, m))
+                        .is_some_and(|m| m.is_empty() || !guards_any(packed, m))
                     // Its state file still says what it says (another flag set may have
                     // rewritten it since).
-                    && store.state_written.get(tick.id.as_str()) == Some(&p.state_digest)
+                    && store.state_written.get(packed.id()) == Some(&p.state_digest)
                     && (!head_moved || git.same_triggers(p))
             });
-            (file, tick, kept)
+            // A tick evaluated again is rebuilt whole for the evaluation (and dropped after it):
+            // those with test bindings now, for the trigger questions asked up front.
+            let tick = (kept.is_none() && packed.has_test_check()).then(|| Arc::new(packed.tick()));
+            (file, packed, kept, tick)
         })
         .collect();
-    let fresh = plan
-        .iter()
-        .filter(|(_, _, kept)| kept.is_none())
-        .map(|(_, t, _)| *t);
+    let fresh = plan.iter().filter_map(|(_, _, _, t)| t.as_ref());
     git.ask_ahead(store, fresh, basis);
     let mut parts = Vec::with_capacity(plan.len());
     let mut complete = true;
-    for (file, tick, kept) in plan {
+    for (file, packed, kept, tick) in plan {
         if let Some(p) = kept {
             parts.push(Arc::clone(p));
             continue;
         }
-        let (mut part, graded) = evaluate_tick(store, file, tick, &inputs, &mut git);
+        let tick = tick.unwrap_or_else(|| Arc::new(packed.tick()));
+        let (mut part, graded) = evaluate_tick(store, file, packed, &tick, &inputs, &mut git);
         let (written, digest) = write_state(
             store,
-            tick,
+            &tick,
             &graded,
             &basis.policy,
             basis.reference.as_deref(),
@@ -589,11 +590,11 @@ fn evaluate(
             .flat_map(|p| {
                 p.rows.iter().map(|r| {
                     (
-                        r.tick_id.as_str(),
+                        p.tick.id(),
                         r.ground_index,
-                        r.decision.as_str(),
-                        r.claim.as_str(),
-                        r.label.as_str(),
+                        p.tick.decision(),
+                        p.tick.ground_text(r.ground_index).0,
+                        &*r.label,
                     )
                 })
             })
@@ -612,19 +613,13 @@ fn evaluate(
     Ok(e)
 }
 
-/// Whether one of `tick`'s test grounds has a trigger covering one of `paths`.
-fn guards_any(tick: &Tick, paths: &[String]) -> bool {
-    tick.grounds.iter().any(|g| match &g.check {
-        Some(Check::Test { liveness, .. }) => {
-            !git_ranges::plain_paths(&liveness.triggered_by)
-                || paths.iter().any(|p| {
-                    liveness
-                        .triggered_by
-                        .iter()
-                        .any(|t| proto::pathspec::covers(t, p))
-                })
-        }
-        _ => false,
+/// Whether one of `tick`'s test grounds has a trigger covering one of `paths` (or one git must
+/// be asked about directly).
+fn guards_any(tick: &crate::packed::PackedTick, paths: &[String]) -> bool {
+    tick.test_bindings().any(|(_, _, triggers)| {
+        triggers.iter().any(|t| {
+            !git_ranges::plain_path(t) || paths.iter().any(|p| proto::pathspec::covers(t, p))
+        })
     })
 }
 
@@ -784,10 +779,8 @@ impl GitFacts {
         let mut todo = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for p in parts {
-            for (gi, commit, _) in &p.triggered {
-                let Some(paths) = trigger_paths(&p.tick, *gi) else {
-                    continue;
-                };
+            for (paths, commit, _) in &p.triggered {
+                let paths: &[String] = paths;
                 let known = self
                     .at_head
                     .get(commit.as_str())
@@ -810,9 +803,8 @@ impl GitFacts {
 
     /// Whether every trigger answer `part` recorded is the same at the current HEAD.
     fn same_triggers(&mut self, part: &TickPart) -> bool {
-        part.triggered.iter().all(|(gi, commit, was)| {
-            trigger_paths(&part.tick, *gi)
-                .is_some_and(|paths| (self.range(false, commit, paths) == Range::Touched) == *was)
+        part.triggered.iter().all(|(paths, commit, was)| {
+            (self.range(false, commit, paths) == Range::Touched) == *was
         })
     }
 
@@ -834,14 +826,6 @@ impl GitFacts {
         let d = crate::worktree::status_of(&self.root, paths);
         self.direct.insert(paths.to_vec(), d);
         (d, true)
-    }
-}
-
-/// The `triggered_by` paths of ground `gi` of `tick`, when it is a test ground.
-fn trigger_paths(tick: &Tick, gi: usize) -> Option<&[String]> {
-    match tick.grounds.get(gi).and_then(|g| g.check.as_ref()) {
-        Some(Check::Test { liveness, .. }) => Some(liveness.triggered_by.as_slice()),
-        _ => None,
     }
 }
 
@@ -867,10 +851,12 @@ impl verdict::GitSays for GroundGit<'_> {
 }
 
 /// One tick's rows, events and state-file verdicts.
+#[allow(clippy::too_many_arguments)]
 fn evaluate_tick(
     store: &mut Store,
     file: &str,
-    tick: &Arc<Tick>,
+    packed: &Arc<crate::packed::PackedTick>,
+    tick: &Tick,
     inputs: &Inputs,
     git: &mut GitFacts,
 ) -> (TickPart, Vec<Graded>) {
@@ -903,7 +889,7 @@ fn evaluate_tick(
         let paths = liveness.triggered_by.as_slice();
         let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
             let t = git.range(false, &r.commit, paths) == Range::Touched;
-            asked.push((gi, r.commit.clone(), t));
+            asked.push((paths.into(), r.commit.clone(), t));
             t
         });
         let mut asker = GroundGit {
@@ -964,13 +950,12 @@ fn evaluate_tick(
     }
     let part = TickPart {
         file: file.to_string(),
-        tick: Arc::clone(tick),
-        rows,
+        tick: Arc::clone(packed),
+        rows: rows.into(),
         events,
         keys,
         expires,
         volatile,
-        plain: std::sync::OnceLock::new(),
         triggered: asked,
         state_digest: 0,
     };
@@ -983,7 +968,7 @@ pub fn plan(store: &mut Store) -> Result<CheckPlan, Refusal> {
     let green_exit_code = store.config().green_exit_code;
     let mut runs = Vec::new();
     for (_, tick) in store
-        .current()?
+        .current_ticks()?
         .into_iter()
         .filter(|(_, t)| t.status == "live")
     {

@@ -67,7 +67,7 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     if let Some(ticks) = &req.ticks {
         let only: std::collections::HashSet<&str> = ticks.iter().map(String::as_str).collect();
         for (m, part) in marks.iter_mut().zip(&e.eval.parts) {
-            if !only.contains(part.tick.id.as_str()) {
+            if !only.contains(part.tick.id()) {
                 *m = 0;
             }
         }
@@ -77,7 +77,8 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     let mut decisions = Vec::with_capacity(hits.len());
     for at in hits {
         let part = &e.eval.parts[at];
-        let tick = &part.tick;
+        // Only the chosen few are rebuilt whole.
+        let tick = &part.tick.tick();
         // The requested paths it covers, in request order; without paths, its triggers.
         let mut triggers: Vec<&str> = Vec::new();
         for g in &tick.grounds {
@@ -103,8 +104,8 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
             }
             None => triggers.iter().map(|t| t.to_string()).collect(),
         };
-        let rows: HashMap<usize, &proto::rpc::CheckRow> =
-            part.rows.iter().map(|r| (r.ground_index, r)).collect();
+        let rows: HashMap<usize, proto::rpc::CheckRow> =
+            part.rows().map(|r| (r.ground_index, r)).collect();
         let mut grounds = Vec::new();
         for (index, g) in tick.grounds.iter().enumerate() {
             let Some(Check::Test {
@@ -155,10 +156,10 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     }
     let gating_rows = if e.eval.gating {
         e.eval
-            .rows()
-            .filter(|r| r.gating)
+            .parts
+            .iter()
+            .flat_map(|p| p.rows.iter().filter(|r| r.gating).map(move |r| p.row(r)))
             .take(GATING_ROWS)
-            .cloned()
             .collect()
     } else {
         Vec::new()

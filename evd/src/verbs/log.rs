@@ -33,16 +33,16 @@ pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
             }
             Some(Entry::Tick(t)) => {
                 out.entries.push(LogEntry {
-                    id: t.id.clone(),
-                    status: t.status.clone(),
-                    decision: t.decision.clone(),
-                    blame: t.blame.clone(),
-                    provenance: t.provenance.clone(),
-                    supersedes: t.supersedes.clone(),
-                    ratifies: t.ratifies.clone(),
-                    superseded_by: children.remove(&t.id),
+                    id: t.id().to_string(),
+                    status: t.status().to_string(),
+                    decision: t.decision().to_string(),
+                    blame: t.blame().to_string(),
+                    provenance: t.provenance().map(str::to_string),
+                    supersedes: t.supersedes().map(str::to_string),
+                    ratifies: t.ratifies().map(str::to_string),
+                    superseded_by: children.remove(t.id()),
                 });
-                cur = t.parent_id.clone();
+                cur = t.parent_id().to_string();
             }
         }
     }

@@ -67,17 +67,17 @@ fn index_store(store: &mut Store) -> Result<(HashMap<String, Indexed>, usize), R
         .entries()?
         .into_iter()
         .filter_map(|(name, e)| match e {
-            Entry::Tick(t) => Some(match intake::store_key_of_tick(t) {
+            Entry::Tick(p) => Some(match intake::store_key_of_tick(&p.tick()) {
                 Some(k) => Seen::Keyed(
                     k,
                     Indexed {
                         file: name.to_string(),
-                        parent: t.parent_id.clone(),
+                        parent: p.parent_id().to_string(),
                         // Upstream compares only against a file it can open by id.
                         tags: vocab::is_tick_id(name).then(|| Tags {
-                            authority: t.authority.clone(),
-                            jurisdiction: t.jurisdiction.clone(),
-                            provenance: t.provenance.clone(),
+                            authority: p.authority().map(str::to_string),
+                            jurisdiction: p.jurisdiction().map(str::to_string),
+                            provenance: p.provenance().map(str::to_string),
                         }),
                     },
                 ),

@@ -61,10 +61,10 @@ pub fn superseding_children(
         return Default::default();
     };
     for (file, t) in ticks {
-        let Some(parent) = t.supersedes.as_deref() else {
+        let Some(parent) = t.supersedes() else {
             continue;
         };
-        let candidate = (t.held_since.as_str(), file);
+        let candidate = (t.held_since(), file);
         best.entry(parent.to_string())
             .and_modify(|b| *b = (*b).max(candidate))
             .or_insert(candidate);
@@ -93,7 +93,7 @@ pub fn lookup(store: &mut crate::store::Store, id: &str) -> Result<Lookup, proto
     use crate::store::Entry;
     Ok(match store.entry(id)? {
         None => Lookup::Missing,
-        Some(Entry::Tick(t)) => Lookup::Found(t),
+        Some(Entry::Tick(t)) => Lookup::Found(std::sync::Arc::new(t.tick())),
         Some(Entry::Invalid(e)) | Some(Entry::NotJson(e)) | Some(Entry::Unreadable(e)) => {
             Lookup::Broken(e)
         }

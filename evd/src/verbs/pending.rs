@@ -9,18 +9,18 @@ pub fn pending(store: &mut Store, req: &PendingRequest) -> Result<PendingResult,
     let proposals = store
         .current()?
         .into_iter()
-        .filter(|(_, t)| t.status == "live" && t.is_agent_proposed())
+        .filter(|(_, t)| t.status() == "live" && t.is_agent_proposed())
         .filter(|(_, t)| match &req.source_ref {
             Some(key) => t.source_ref_key().as_deref() == Some(key.as_str()),
             None => true,
         })
         .map(|(_, t)| Proposal {
-            id: t.id.clone(),
-            status: t.status.clone(),
-            decision: t.decision.clone(),
-            blame: t.blame.clone(),
+            id: t.id().to_string(),
+            status: t.status().to_string(),
+            decision: t.decision().to_string(),
+            blame: t.blame().to_string(),
             source_ref: t.source_ref_key(),
-            held_since: t.held_since.clone(),
+            held_since: t.held_since().to_string(),
         })
         .collect();
     Ok(PendingResult {

@@ -90,11 +90,12 @@ pub fn propose(store: &mut Store, req: &ProposeRequest) -> Result<ProposeResult,
         if store.exists()? {
             if let Ok(ticks) = store.ticks() {
                 let existing = ticks.into_iter().find(|(_, t)| {
-                    t.status == "live"
+                    t.status() == "live"
                         && t.is_agent_proposed()
                         && t.source_ref_key().as_deref() == Some(key.as_str())
                 });
                 if let Some((file, t)) = existing {
+                    let t = &t.tick();
                     return Ok(ProposeResult {
                         id: t.id.clone(),
                         ground_count: t.grounds.len(),

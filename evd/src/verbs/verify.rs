@@ -22,24 +22,23 @@ pub fn self_test() -> VerifyResult {
         ),
         warnings: Vec::new(),
         files: 0,
+        reaudited: None,
     }
 }
 
-/// `verify`: audit every tick file, read fresh from disk. A missing store is
+/// `verify`: audit every tick file, read fresh from disk (a daemon reads again only the files
+/// that changed since its last audit, see [`crate::verify_memo`]). A missing store is
 /// `reading store: <io error>` here (there is no no-store message).
-pub fn verify(store: &Store, self_test_only: bool) -> Result<VerifyResult, Refusal> {
+pub fn verify(store: &mut Store, self_test_only: bool) -> Result<VerifyResult, Refusal> {
     if self_test_only {
         return Ok(self_test());
     }
     store.exists()?;
-    let fresh = store.read_all_fresh()?;
-    let files = fresh.files;
-    let audit = crate::audit::audit(&files, store.config().schema_version)
-        .map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+    let audited = crate::verify_memo::audit_store(store, store.config().schema_version)?;
     // Beyond upstream's audit: what no tick reader sees, but a writer would build on.
-    let mut violations = audit.violations;
+    let mut violations = audited.audit.violations;
     violations.extend(
-        fresh
+        audited
             .odd
             .iter()
             .map(|(name, kind)| format!("{name}: {kind} in ticks/, not a tick file")),
@@ -51,7 +50,8 @@ pub fn verify(store: &Store, self_test_only: bool) -> Result<VerifyResult, Refus
     Ok(VerifyResult {
         violations,
         vectors: None,
-        warnings: audit
+        warnings: audited
+            .audit
             .warnings
             .into_iter()
             .map(|m| Warning {
@@ -59,6 +59,7 @@ pub fn verify(store: &Store, self_test_only: bool) -> Result<VerifyResult, Refus
                 message: m,
             })
             .collect(),
-        files: files.len(),
+        files: audited.files,
+        reaudited: Some(audited.reaudited),
     })
 }

@@ -12,19 +12,26 @@ pub fn why(store: &mut Store, req: &WhyRequest) -> Result<WhyResult, Refusal> {
     let matches = store
         .ticks()?
         .into_iter()
-        .filter(|(_, t)| t.status == "live")
-        .flat_map(|(file, t)| {
-            t.grounds.iter().filter_map(move |g| match &g.check {
-                Some(Check::Test { reference, .. }) if *reference == req.selector => {
-                    Some(WhyMatch {
-                        file: file.to_string(),
-                        decision: t.decision.clone(),
-                        claim: g.claim.clone(),
-                        supports: g.supports.clone(),
-                    })
-                }
-                _ => None,
-            })
+        .filter(|(_, t)| {
+            t.status() == "live" && t.test_bindings().any(|(_, r, _)| r == req.selector)
+        })
+        // Only the ticks bound to this selector are rebuilt whole.
+        .flat_map(|(file, p)| {
+            let t = p.tick();
+            t.grounds
+                .iter()
+                .filter_map(|g| match &g.check {
+                    Some(Check::Test { reference, .. }) if *reference == req.selector => {
+                        Some(WhyMatch {
+                            file: file.to_string(),
+                            decision: t.decision.clone(),
+                            claim: g.claim.clone(),
+                            supports: g.supports.clone(),
+                        })
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
         })
         .collect();
     Ok(WhyResult {

@@ -17,6 +17,9 @@
 //! `evbench follow` runs only the follow section: a check right after a commit, commit to state
 //! file and watch, the first check after a restart, and an editor save to `dirty`, at 1k, 10k and
 //! 100k ticks beside upstream ev's own check (`--no-100k` skips the last; `tests/src/bench_follow.rs`).
+//! `evbench store` runs only the store section: evd's RSS holding a 1k, 10k and 100k-tick store
+//! with its verdicts, `verify` cold and repeated, `list` and a warm `check`, each next to
+//! upstream `ev` 0.1.32 on the same store (capped; see `tests/src/bench_store.rs`).
 //! `evbench hooks` runs only the hooks section: what
 //! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
 //! last; see `tests/src/bench_hooks.rs`).
@@ -41,8 +44,8 @@ use evd::verbs as ops;
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{Client, ClientBuilder};
 use proto::rpc::{
-    Context, DaemonStatus, DecideRequest, EvApiClient, HelloRequest, IdRequest, StoreRequest,
-    VerifyRequest, PROTOCOL_VERSION,
+    Context, DaemonStatus, DecideRequest, EvApiClient, HelloRequest, IdRequest, VerifyRequest,
+    PROTOCOL_VERSION,
 };
 use tempfile::TempDir;
 use tokio::net::UnixStream;
@@ -51,6 +54,8 @@ use tokio::net::UnixStream;
 mod bench_follow;
 #[path = "../bench_hooks.rs"]
 mod bench_hooks;
+#[path = "../bench_store.rs"]
+mod bench_store;
 
 type Res<T> = Result<T, String>;
 
@@ -63,9 +68,14 @@ struct Bins {
 /// `evd` and `evctl` beside this executable, or a clear message saying how to build them.
 fn locate_bins() -> Res<Bins> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find evbench itself: {e}"))?;
-    let dir = exe
+    let beside = exe
         .parent()
-        .ok_or_else(|| format!("{} has no parent directory", exe.display()))?;
+        .ok_or_else(|| format!("{} has no parent directory", exe.display()))?
+        .to_path_buf();
+    // `EVBENCH_BIN_DIR`: another build's evd and evctl (a before/after in one harness).
+    let dir = std::env::var_os("EVBENCH_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or(beside);
     let bins = Bins {
         evd: dir.join("evd"),
         evctl: dir.join("evctl"),
@@ -699,8 +709,9 @@ fn bench_reads(
         label,
         "RPC only",
         measure(fx.runs_list, 2, || {
-            let req = StoreRequest {
+            let req = proto::rpc::ListRequest {
                 context: ctx.clone(),
+                form: proto::rpc::ListForm::Entries,
             };
             rt.block_on(client.list(req))
                 .map(|_| ())
@@ -761,8 +772,8 @@ fn bench_reads(
         label,
         "in-process, fresh Store",
         measure(fx.runs_verify, 1, || {
-            let s = Store::new(root.clone());
-            audit = Some(ops::verify(&s, false).map_err(|r| r.message)?);
+            let mut s = Store::new(root.clone());
+            audit = Some(ops::verify(&mut s, false).map_err(|r| r.message)?);
             Ok(())
         })?,
     );
@@ -810,8 +821,8 @@ fn bench_reads(
         while v.len() < 5 && (v.is_empty() || started.elapsed() < SERIES_BUDGET) {
             evicted = evict_from_page_cache(&ticks_dir)?;
             let t = Instant::now();
-            let s = Store::new(root.clone());
-            ops::verify(&s, false).map_err(|r| r.message)?;
+            let mut s = Store::new(root.clone());
+            ops::verify(&mut s, false).map_err(|r| r.message)?;
             v.push(t.elapsed());
         }
         let mut s = stats(v);
@@ -1148,7 +1159,7 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report, daemon_pid: u32) ->
 /// The first current test binding of a store: (tick id, selector, platforms).
 fn first_test_binding(root: &Path) -> Option<(String, String, Vec<String>)> {
     let mut store = evd::store::Store::new(root.to_path_buf());
-    let current = store.current().ok()?;
+    let current = store.current_ticks().ok()?;
     current.into_iter().find_map(|(_, t)| {
         t.grounds.iter().find_map(|g| match &g.check {
             Some(proto::model::Check::Test {
@@ -1870,6 +1881,11 @@ fn run(report: &mut Report) -> Res<()> {
     }
     if bench_follow::selected() {
         return bench_follow::run(&w, report, started);
+    }
+
+    // `evbench store`: memory, verify, list and check against upstream, one store at a time.
+    if bench_store::selected() {
+        return bench_store::run(&w, report, started);
     }
 
     // `evbench pressure`: only the pressure section (its own daemons, its own stores).
