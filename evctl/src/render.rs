@@ -23,6 +23,9 @@ pub enum Stream {
 pub struct Out {
     pub parts: Vec<(Stream, String)>,
     pub code: u8,
+    /// Files whose bytes go to stdout as they are (an answer file evd wrote: megabytes that
+    /// need not pass through this process's memory), each before the part at its index.
+    pub files: Vec<(usize, std::fs::File)>,
 }
 
 impl Out {
@@ -54,9 +57,23 @@ impl Out {
         self.push(Stream::Stderr, &format!("{}\n", s.as_ref()));
     }
     /// Write every part to its stream, in order.
+    /// `file`'s bytes on stdout, after everything pushed so far.
+    pub fn stdout_file(&mut self, file: std::fs::File) {
+        self.files.push((self.parts.len(), file));
+    }
+
     pub fn emit(&self) {
         use std::io::Write;
-        for (stream, text) in &self.parts {
+        let copy = |at: usize| {
+            for (_, f) in self.files.iter().filter(|(i, _)| *i == at) {
+                let mut out = std::io::stdout().lock();
+                let _ = out.flush();
+                let mut f = f;
+                let _ = std::io::copy(&mut f, &mut out);
+            }
+        };
+        for (i, (stream, text)) in self.parts.iter().enumerate() {
+            copy(i);
             let _ = match stream {
                 Stream::Stdout => std::io::stdout().write_all(text.as_bytes()),
                 Stream::Stderr => {
@@ -65,6 +82,7 @@ impl Out {
                 }
             };
         }
+        copy(self.parts.len());
         let _ = std::io::stdout().flush();
     }
     pub fn warnings(&mut self, w: &[Warning]) {
@@ -181,14 +199,15 @@ pub fn list(r: &ListResult, style: Style, json: bool) -> Out {
     out
 }
 
-/// The plain listing evd handed over as a file's text.
-pub fn list_plain(text: String) -> Out {
-    if text.is_empty() {
-        let mut out = Out::default();
+/// The plain listing evd handed over as a file (of `len` bytes).
+pub fn list_plain(file: std::fs::File, len: u64) -> Out {
+    let mut out = Out::default();
+    if len == 0 {
         out.line("no decisions yet");
-        return out;
+    } else {
+        out.stdout_file(file);
     }
-    Out::raw(text)
+    out
 }
 
 pub fn log(r: &LogResult, style: Style, json: bool) -> Out {
@@ -462,6 +481,17 @@ pub fn supersede(r: &proto::rpc::SupersedeResult, json: bool) -> Out {
 }
 
 pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red: bool) -> Out {
+    check_with(r, None, style, json, exit_on_red)
+}
+
+/// [`check`], the plain rows in `rows` (an answer file of `len` bytes) when given.
+pub fn check_with(
+    r: &proto::rpc::CheckResult,
+    rows: Option<(std::fs::File, u64)>,
+    style: Style,
+    json: bool,
+    exit_on_red: bool,
+) -> Out {
     let mut out = Out {
         code: u8::from(exit_on_red && r.gating),
         ..Out::default()
@@ -477,7 +507,28 @@ pub fn check(r: &proto::rpc::CheckResult, style: Style, json: bool, exit_on_red:
     };
     // Each printed row's final label, for the note after a run.
     let mut labels: Vec<String> = Vec::new();
-    if let Some(p) = &r.plain {
+    if let Some((mut file, len)) = rows {
+        if len == 0 {
+            out.line("no test-bound grounds to check");
+            return out;
+        }
+        if r.ran {
+            // The note after a run needs each row's label: read the rows (a run takes far
+            // longer than this anyway).
+            let mut text = String::new();
+            if let Err(e) = std::io::Read::read_to_string(&mut file, &mut text) {
+                let e = Refusal::io(format!("reading evd's answer file: {e}"));
+                return refusal(&e, json);
+            }
+            labels = text
+                .lines()
+                .map(|l| l.split('\t').next().unwrap_or("").to_string())
+                .collect();
+            out.push(Stream::Stdout, &text);
+        } else {
+            out.stdout_file(file);
+        }
+    } else if let Some(p) = &r.plain {
         match p.text() {
             Ok(text) if text.is_empty() => {
                 out.line("no test-bound grounds to check");

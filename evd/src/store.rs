@@ -581,20 +581,27 @@ impl Store {
     /// Every file of `ticks/`, refreshed. Fails like upstream's whole-store read when any file is
     /// not JSON: `reading store: <file>: <error>`.
     pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
+        self.readable()?;
+        Ok(self
+            .files
+            .iter()
+            .map(|(n, c)| (n.as_str(), &c.entry))
+            .collect())
+    }
+
+    /// Refresh, and fail like upstream's whole-store read when any file is not JSON (see
+    /// [`Store::entries`]), without listing anything.
+    pub fn readable(&mut self) -> Result<(), Refusal> {
         self.refresh()?;
         let poisoned = self.files.iter().find_map(|(name, c)| match &c.entry {
             Entry::Unreadable(e) => Some(e.clone()),
             Entry::NotJson(e) => Some(format!("{name}: {e}")),
             _ => None,
         });
-        if let Some(e) = poisoned {
-            return Err(Refusal::io(format!("reading store: {e}")));
+        match poisoned {
+            Some(e) => Err(Refusal::io(format!("reading store: {e}"))),
+            None => Ok(()),
         }
-        Ok(self
-            .files
-            .iter()
-            .map(|(n, c)| (n.as_str(), &c.entry))
-            .collect())
     }
 
     /// Every parseable tick, refreshed (whole-store read rules apply).

@@ -64,7 +64,7 @@ pub fn list_answer(store: &mut Store, req: &ListRequest) -> Result<ListResult, R
 fn plain_file(store: &mut Store) -> Result<Option<AnswerRef>, Refusal> {
     store.require()?;
     // The whole-store read rules first: a poisoned store is refused, never answered from a file.
-    store.entries()?;
+    store.readable()?;
     let generation = store.ticks_generation();
     let present = store.list_answer.as_ref().is_some_and(|(g, f)| {
         *g == generation
