@@ -36,14 +36,10 @@ pub fn ask(root: &Path, base: &str, tip: &str, paths: &[String]) -> Range {
     if base.is_empty() || base.starts_with('-') || tip.is_empty() || tip.starts_with('-') {
         return Range::Failed;
     }
-    let mut cmd = std::process::Command::new("git");
-    cmd.arg("-C")
-        .arg(root)
-        .args(["rev-list", "--max-count=1", &format!("{base}..{tip}"), "--"])
-        .args(paths)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
+    let range = format!("{base}..{tip}");
+    let mut args = vec!["rev-list", "--max-count=1", range.as_str(), "--"];
+    args.extend(paths.iter().map(String::as_str));
+    let mut cmd = crate::verdict_inputs::repository_git(root, &args);
     match crate::child::output(&mut cmd, crate::child::git_timeout()) {
         Ok(out) if out.status.success() => {
             if out.stdout.iter().all(u8::is_ascii_whitespace) {

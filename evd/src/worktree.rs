@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use crate::dirwatch::{self, hub, Changes, DirWatch, Listener};
@@ -56,13 +55,7 @@ impl Uncommitted {
 /// `git -C root <args>`, repository-only (never the caller's git environment): raw stdout when
 /// git succeeded and the answer was not oversized.
 fn git_raw(root: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(root)
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
+    let mut cmd = crate::verdict_inputs::repository_git(root, args);
     let out = crate::child::output(&mut cmd, crate::child::git_timeout()).ok()?;
     (out.status.success() && out.stdout.len() <= MAX_OUTPUT).then_some(out.stdout)
 }

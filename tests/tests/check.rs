@@ -684,25 +684,7 @@ fn a_receipt_written_by_another_process_changes_the_next_answer() {
 fn check_run_executes_in_the_caller_and_matches_upstream() {
     let t = Twins::new("green_exit_code = 0\nstaleness_ref = \"none\"\n");
     let sha = t.head();
-    let g = |claim: &str, sel: &str, counter: &str, platform: &str| -> Vec<String> {
-        [
-            "--assume",
-            claim,
-            "--assume-test",
-            sel,
-            "--counter-test",
-            counter,
-            "--on-platform",
-            platform,
-            "--triggered-by",
-            "x.txt",
-            "--surface",
-            "s",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
+    let g = run_ground;
     decide(
         &t,
         "run them",
