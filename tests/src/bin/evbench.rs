@@ -1100,7 +1100,7 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report, daemon_pid: u32) ->
     // The in-process checks rewrote state files behind evd's back: let it take them in.
     w.evctl_gate(root, &args)?;
     // Receipt -> state file: flip one bound selector between green and red.
-    let Some((tick, selector, platforms)) = first_test_binding(root) else {
+    let Some((tick, selector, platforms)) = first_test_binding(root, &fx.head_sha) else {
         println!("    (no test binding to time a receipt with)");
         return Ok(());
     };
@@ -1157,7 +1157,10 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report, daemon_pid: u32) ->
 }
 
 /// The first current test binding of a store: (tick id, selector, platforms).
-fn first_test_binding(root: &Path) -> Option<(String, String, Vec<String>)> {
+/// The first gating-capable test binding verified at `verified_at` (the staleness reference):
+/// since 0.1.29 one verified elsewhere whose triggers later commits touched reads stale whatever
+/// its receipts say, and a receipt could not move it.
+fn first_test_binding(root: &Path, verified_at: &str) -> Option<(String, String, Vec<String>)> {
     let mut store = evd::store::Store::new(root.to_path_buf());
     let current = store.current_ticks().ok()?;
     current.into_iter().find_map(|(_, t)| {
@@ -1166,8 +1169,11 @@ fn first_test_binding(root: &Path) -> Option<(String, String, Vec<String>)> {
                 reference,
                 liveness,
                 counter_test: Some(_),
-                ..
-            }) if !t.is_detect_only() && !t.is_agent_proposed() => {
+                verified_at_sha,
+            }) if !t.is_detect_only()
+                && !t.is_agent_proposed()
+                && verified_at_sha == verified_at =>
+            {
                 Some((t.id.clone(), reference.clone(), liveness.platforms.clone()))
             }
             _ => None,
