@@ -71,8 +71,13 @@ fn append_receipt(repo: &Repo, commit: &str) {
 }
 
 fn append_receipt_at(repo: &Repo, commit: &str, ran_at: &str) {
+    append_green(repo, "true", commit, ran_at);
+}
+
+/// A green `linux-ci` receipt of `selector` at `commit`, appended as CI would.
+fn append_green(repo: &Repo, selector: &str, commit: &str, ran_at: &str) {
     let line = format!(
-        "{{\"commit\":\"{commit}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{ran_at}\",\"result\":\"green\",\"test\":\"true\"}}\n"
+        "{{\"commit\":\"{commit}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{ran_at}\",\"result\":\"green\",\"test\":\"{selector}\"}}\n"
     );
     let dir = repo.ev_dir().join("results/receipts");
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -80,7 +85,7 @@ fn append_receipt_at(repo: &Repo, commit: &str, ran_at: &str) {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
-        .open(dir.join("b5bea41b6c62.jsonl"))
+        .open(dir.join(format!("{}.jsonl", proto::id::receipt_key(selector))))
         .expect("open receipts");
     f.write_all(line.as_bytes()).expect("append");
 }
@@ -596,20 +601,7 @@ fn dirty_follows_directory_and_glob_triggers_live() {
             )
             .ok();
         ids.push(r.stdout.split_whitespace().nth(1).expect("id").to_string());
-        let line = format!(
-            "{{\"commit\":\"{head}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{}\",\"result\":\"green\",\"test\":\"{selector}\"}}\n",
-            now_rfc3339()
-        );
-        let dir = repo.ev_dir().join("results/receipts");
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(dir.join(format!("{}.jsonl", proto::id::receipt_key(selector))))
-            .expect("open")
-            .write_all(line.as_bytes())
-            .expect("append");
+        append_green(&repo, selector, &head, &now_rfc3339());
     }
     let r = w.evctl(repo.path(), &["check"]).ok();
     assert_eq!(r.stdout.matches("green\t").count(), 2, "{r:?}");
@@ -633,24 +625,7 @@ fn dirty_follows_directory_and_glob_triggers_live() {
         .as_deref()
         == Some("stale")));
     // Re-run at the new HEAD: green; then an edit in the new directory reads dirty.
-    let head = repo.head();
-    let line = format!(
-        "{{\"commit\":\"{head}\",\"falsifiable\":true,\"platform\":\"linux-ci\",\"ran_at\":\"{}\",\"result\":\"green\",\"test\":\"true\"}}\n",
-        now_rfc3339()
-    );
-    {
-        use std::io::Write;
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(
-                repo.ev_dir()
-                    .join("results/receipts")
-                    .join(format!("{}.jsonl", proto::id::receipt_key("true"))),
-            )
-            .expect("open")
-            .write_all(line.as_bytes())
-            .expect("append");
-    }
+    append_green(&repo, "true", &repo.head(), &now_rfc3339());
     watch.expect("green");
     std::fs::write(repo.path().join("db/migrations/001.sql"), "alter table\n").expect("write");
     watch.expect("dirty");
