@@ -355,11 +355,6 @@ impl Worktree {
         self.located = None;
     }
 
-    /// Why the work tree is asked afresh on every evaluation, if it is.
-    pub fn unwatched(&self) -> Option<&str> {
-        self.unwatched.as_deref()
-    }
-
     /// The uncommitted tracked changes under the store's `root` now, HEAD being `head`, for
     /// grounds whose (plain) triggers are `triggers`: the last answer while the watches say
     /// nothing it rests on moved, else git's. `None` when git cannot say.
