@@ -506,6 +506,7 @@ fn upstream_check(w: &World, ev: &Path, root: &Path, limit: Duration) -> Res<Opt
 
 /// Upstream's number for each situation, with no evd running: a plain check, after an unrelated
 /// commit, after a guarded commit, and with the guarded file saved but not committed.
+#[derive(Default)]
 struct Upstream {
     plain: Up,
     unguarded: Up,
@@ -816,17 +817,22 @@ fn one(w: &World, fx: &Fixture, report: &mut Report) -> Res<SizeResult> {
     stop_daemon(w, &mut daemon)?;
 
     // Upstream, with no evd running.
-    println!("  upstream ev 0.1.32 `ev check` on the same store (no evd running):");
-    let t = Instant::now();
-    let up = bench_upstream(w, fx, &g, p.upstream, &mut n)?;
-    println!(
-        "    plain {}, after unrelated commit {}, after guarded commit {}, guarded file saved {} ({} for upstream)",
-        up.plain.show(),
-        up.unguarded.show(),
-        up.guarded.show(),
-        up.dirty.show(),
-        fmt_dur(t.elapsed())
-    );
+    let up = if std::env::args().skip(1).any(|a| a == "--no-upstream") {
+        Upstream::default()
+    } else {
+        println!("  upstream ev 0.1.32 `ev check` on the same store (no evd running):");
+        let t = Instant::now();
+        let up = bench_upstream(w, fx, &g, p.upstream, &mut n)?;
+        println!(
+            "    plain {}, after unrelated commit {}, after guarded commit {}, guarded file saved {} ({} for upstream)",
+            up.plain.show(),
+            up.unguarded.show(),
+            up.guarded.show(),
+            up.dirty.show(),
+            fmt_dur(t.elapsed())
+        );
+        up
+    };
 
     let lines = vec![
         Line {

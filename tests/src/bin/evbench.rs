@@ -1,5 +1,9 @@
 //! evbench: latency and memory numbers for evd/evctl, printed (not asserted).
 //!
+//! The sections that run at 1k, 10k and 100k ticks take `--only 1k|10k|100k` for one size, and
+//! `evbench follow --no-upstream` leaves out upstream's own checks (both for a quick look while
+//! working; a closing note's figures come from a full run).
+//!
 //! Run after a release build of the whole workspace:
 //!
 //! ```text
@@ -556,13 +560,29 @@ struct Fixture {
     runs_verify: usize,
 }
 
-/// The 1k, 10k and 100k-tick fixtures; `--no-100k` leaves out the last.
+/// The 1k, 10k and 100k-tick fixtures; `--no-100k` leaves out the last, `--only <label>` keeps
+/// one.
 fn size_fixtures() -> Res<Vec<Fixture>> {
-    let mut fixtures = vec![
-        make_fixture("1k", 1_000, 1)?,
-        make_fixture("10k", 10_000, 2)?,
-    ];
-    if !std::env::args().skip(1).any(|a| a == "--no-100k") {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `--only <label>` (1k, 10k or 100k): one size, for a quick look while working on it.
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| args.get(i + 1).cloned().unwrap_or_default());
+    let wanted = |label: &str| only.as_deref().is_none_or(|o| o == label);
+    if let Some(o) = &only {
+        if !["1k", "10k", "100k"].contains(&o.as_str()) {
+            return Err(format!("--only takes 1k, 10k or 100k, not {o:?}"));
+        }
+    }
+    let mut fixtures = Vec::new();
+    if wanted("1k") {
+        fixtures.push(make_fixture("1k", 1_000, 1)?);
+    }
+    if wanted("10k") {
+        fixtures.push(make_fixture("10k", 10_000, 2)?);
+    }
+    if wanted("100k") && (only.is_some() || !args.iter().any(|a| a == "--no-100k")) {
         fixtures.push(make_fixture("100k", 100_000, 3)?);
     }
     Ok(fixtures)
