@@ -11,7 +11,7 @@
 //! each check; state files are only rewritten when their verdicts change, and a state file
 //! changed by anyone else is noticed (inotify on `results/state/`) and rewritten.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -22,6 +22,9 @@ use time::OffsetDateTime;
 
 use crate::dirwatch::{Changes, DirWatch};
 use crate::verdict::Selected;
+
+/// What the store last wrote to each state file, by tick id: the digest of the body.
+pub type StateWritten = rustc_hash::FxHashMap<String, u64>;
 
 /// Everything an evaluation's verdicts depend on, apart from the clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,16 +215,51 @@ pub struct Evaluation {
     /// The store's count of its own state-file writes when this evaluation was made: once an
     /// evaluation with other flags rewrote some, this one no longer describes them.
     pub state_epoch: u64,
+    /// The generation of `results/state/` (changes by anyone else) this evaluation read.
+    pub state: u64,
     /// The receipt cache's generation this evaluation read.
     pub receipts: u64,
+    /// This store's number for this evaluation (see [`crate::store::Store::fold_verdicts_from`]).
+    pub serial: u64,
+    /// The tick cache's generation of the view it read (its parts are that view's live ticks,
+    /// in order).
+    pub ticks: u64,
     /// The work tree's changes this evaluation read.
     pub uncommitted: Option<Arc<crate::worktree::Uncommitted>>,
     /// The HEAD its trigger answers were read at.
     pub head: Option<String>,
+    renderings: Arc<Renderings>,
+    /// An earlier evaluation's plain lines this one's are made from, where parts are the same.
+    plain_base: std::sync::Mutex<Option<PlainBase>>,
+}
+
+/// What an evaluation's answers are made of, each made on first use. They depend on the parts
+/// alone, so an evaluation holding the very same parts in the same order shares its prior's.
+#[derive(Debug, Default)]
+struct Renderings {
     table: OnceLock<Option<RowTable>>,
     plain: OnceLock<Option<PlainRows>>,
-    plain_file: std::sync::Mutex<Option<crate::answers::AnswerFile>>,
+    plain_file: std::sync::Mutex<Option<Arc<PlainFile>>>,
     triggers: OnceLock<TriggerIndex>,
+}
+
+/// An evaluation's plain lines in an answer file, and where each part's lines end in it.
+#[derive(Debug)]
+struct PlainFile {
+    file: crate::answers::AnswerFile,
+    ends: Box<[u32]>,
+}
+
+/// Plain lines to copy from: for each part, the index of the very same part in `from`, or
+/// [`PlainBase::NONE`] for a part rendered afresh.
+#[derive(Debug)]
+struct PlainBase {
+    from: Arc<PlainFile>,
+    parts: Box<[u32]>,
+}
+
+impl PlainBase {
+    const NONE: u32 = u32::MAX;
 }
 
 /// Which parts of an evaluation name each `triggered_by` entry (on a test ground), and how much
@@ -346,19 +384,84 @@ impl Evaluation {
             valid_until,
             state_complete,
             state_epoch: 0,
+            state: 0,
             receipts,
+            ticks: 0,
+            serial: 0,
             uncommitted,
             head,
-            table: OnceLock::new(),
-            plain: OnceLock::new(),
-            plain_file: std::sync::Mutex::new(None),
-            triggers: OnceLock::new(),
+            renderings: Arc::default(),
+            plain_base: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Let this evaluation's plain lines be copied from `prior`'s where they hold the same
+    /// parts: the same view, every part at the same place, those at `fresh` evaluated again.
+    /// Nothing is read or rendered now; `prior`'s own lines, or what they were to be copied
+    /// from, are remembered.
+    pub fn copy_plain_lines_from(&mut self, prior: &Evaluation, fresh: &[usize]) {
+        if prior.parts.len() != self.parts.len() {
+            return;
+        }
+        let written = prior
+            .renderings
+            .plain_file
+            .lock()
+            .ok()
+            .and_then(|f| f.clone());
+        let mut base = match written {
+            Some(from) => PlainBase {
+                from,
+                parts: (0..self.parts.len())
+                    .map(|i| u32::try_from(i).unwrap_or(PlainBase::NONE))
+                    .collect(),
+            },
+            None => match prior.plain_base.lock().ok().and_then(|b| {
+                b.as_ref().map(|b| PlainBase {
+                    from: Arc::clone(&b.from),
+                    parts: b.parts.clone(),
+                })
+            }) {
+                Some(b) => b,
+                None => return,
+            },
+        };
+        for &i in fresh {
+            if let Some(p) = base.parts.get_mut(i) {
+                *p = PlainBase::NONE;
+            }
+        }
+        if let Ok(mut b) = self.plain_base.lock() {
+            *b = Some(base);
+        }
+    }
+
+    /// Whether this evaluation holds the very same parts as `other`, in the same order.
+    fn same_parts(&self, other: &Evaluation) -> bool {
+        self.parts.len() == other.parts.len()
+            && self
+                .parts
+                .iter()
+                .zip(&other.parts)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+
+    /// When this evaluation holds the very same parts as `prior`, in the same order (no verdict
+    /// moved), take over its renderings (the table, plain lines, answer file and trigger index
+    /// made so far: they would come out the same) and say so.
+    pub fn share_renderings(&mut self, prior: &Evaluation) -> bool {
+        let same = self.same_parts(prior);
+        if same {
+            self.renderings = Arc::clone(&prior.renderings);
+        }
+        same
     }
 
     /// The trigger index of this evaluation, built on first use.
     pub fn trigger_index(&self) -> &TriggerIndex {
-        self.triggers.get_or_init(|| TriggerIndex::of(&self.parts))
+        self.renderings
+            .triggers
+            .get_or_init(|| TriggerIndex::of(&self.parts))
     }
 
     /// Every row, in order, rebuilt whole.
@@ -373,36 +476,108 @@ impl Evaluation {
 
     /// The rows as a compact table, encoded once per evaluation.
     pub fn table(&self) -> Option<RowTable> {
-        self.table
+        self.renderings
+            .table
             .get_or_init(|| RowTable::encode(&self.rows().collect::<Vec<_>>()).ok())
             .clone()
     }
 
-    /// The plain lines (made when asked: they live on in the answer file, not in memory).
-    fn plain_text(&self) -> String {
-        proto::rpc::plain_lines(&self.rows().collect::<Vec<_>>())
+    /// The plain lines (made when asked: they live on in the answer file, not in memory), and
+    /// where each part's lines end. Lines of parts an earlier evaluation rendered are copied
+    /// from its answer file when it is still whole.
+    fn plain_text(&self) -> (String, Option<Box<[u32]>>) {
+        let base = self.plain_base.lock().ok().and_then(|mut b| b.take());
+        let copied = base.and_then(|b| {
+            let f = &b.from.file;
+            let old = String::from_utf8(std::fs::read(&f.path).ok()?).ok()?;
+            let whole = old.len() as u64 == f.len
+                && b.from.ends.len() == b.parts.len()
+                && b.from.ends.last().map_or(0, |&e| e as usize) == old.len();
+            whole.then_some((old, b))
+        });
+        // Where part `j`'s lines start and end in the old text.
+        let span = |ends: &[u32], j: usize| {
+            let end = *ends.get(j)? as usize;
+            let start = if j == 0 {
+                0
+            } else {
+                *ends.get(j - 1)? as usize
+            };
+            Some((start, end))
+        };
+        let n = self.parts.len();
+        let mut text = String::new();
+        let mut ends: Vec<u32> = Vec::with_capacity(n);
+        let mut i = 0;
+        while i < n {
+            // A run of parts whose lines sit together in the old text: one copy.
+            let run = copied.as_ref().and_then(|(old, b)| {
+                let j = *b.parts.get(i)?;
+                if j == PlainBase::NONE {
+                    return None;
+                }
+                let mut k = i + 1;
+                while k < n && b.parts.get(k) == Some(&(j + (k - i) as u32)) {
+                    k += 1;
+                }
+                let (j, last) = (j as usize, j as usize + (k - i) - 1);
+                let (start, _) = span(&b.from.ends, j)?;
+                let (_, end) = span(&b.from.ends, last)?;
+                Some((old.get(start..end)?, &b.from.ends[j..=last], start, k))
+            });
+            match run {
+                Some((lines, old_ends, start, k)) => {
+                    let at = text.len();
+                    text.push_str(lines);
+                    ends.extend(old_ends.iter().map(|&e| (at + e as usize - start) as u32));
+                    i = k;
+                }
+                None => {
+                    let p = &self.parts[i];
+                    for r in p.rows.iter() {
+                        let claim = p.tick.ground_text(r.ground_index).0;
+                        proto::rpc::push_plain_row(&mut text, &r.label, &p.file, claim, &r.detail);
+                        text.push('\n');
+                    }
+                    ends.push(u32::try_from(text.len()).unwrap_or(u32::MAX));
+                    i += 1;
+                }
+            }
+        }
+        // Lines too long to place (over 4 GiB) are never copied from.
+        let ends = (u32::try_from(text.len()).is_ok()).then(|| ends.into_boxed_slice());
+        (text, ends)
     }
 
     /// The rows as plain lines, encoded once per evaluation.
     pub fn plain(&self) -> Option<PlainRows> {
-        self.plain
-            .get_or_init(|| PlainRows::serialize_text(&self.plain_text()).ok())
+        self.renderings
+            .plain
+            .get_or_init(|| PlainRows::serialize_text(&self.plain_text().0).ok())
             .clone()
     }
 
     /// The plain lines in an answer file, written once per evaluation (again if someone removed
     /// it); `None` when answers are not handed over as files.
     pub fn plain_file(&self) -> Option<proto::rpc::AnswerRef> {
-        let mut file = self.plain_file.lock().ok()?;
+        let mut file = self.renderings.plain_file.lock().ok()?;
         let present = file.as_ref().is_some_and(|f| {
-            std::fs::symlink_metadata(&f.path).is_ok_and(|m| m.is_file() && m.len() == f.len)
+            std::fs::symlink_metadata(&f.file.path)
+                .is_ok_and(|m| m.is_file() && m.len() == f.file.len)
         });
         if !present {
-            *file = crate::answers::AnswerFile::write(self.plain_text().as_bytes());
+            let (text, ends) = self.plain_text();
+            *file = crate::answers::AnswerFile::write(text.as_bytes()).map(|f| {
+                Arc::new(PlainFile {
+                    file: f,
+                    // Lines too long to place (over 4 GiB) are never copied from.
+                    ends: ends.unwrap_or_default(),
+                })
+            });
         }
         file.as_ref().map(|f| proto::rpc::AnswerRef {
-            path: f.path.display().to_string(),
-            len: f.len,
+            path: f.file.path.display().to_string(),
+            len: f.file.len,
         })
     }
 
@@ -565,7 +740,7 @@ impl StateWatch {
 
     /// Start watching if the directory exists and nothing watches it yet. Whatever was written
     /// while nobody watched is unknown, so the record of written files is dropped then.
-    pub fn ensure(&mut self, written: &mut HashMap<String, u64>) {
+    pub fn ensure(&mut self, written: &mut StateWritten) {
         if self.watch.is_none() {
             match DirWatch::new(&self.dir) {
                 Ok(w) => {
@@ -588,7 +763,7 @@ impl StateWatch {
 
     /// Note a file this store is about to write. The queue is taken in every so often during
     /// a long pass, so that this store's own writes never overflow it.
-    pub fn ours(&mut self, name: String, written: &mut HashMap<String, u64>) {
+    pub fn ours(&mut self, name: String, written: &mut StateWritten) {
         if self.ours.len() >= ABSORB_EVERY {
             // Every write named so far has finished (its events are queued): take them in
             // before naming the next.
@@ -600,12 +775,12 @@ impl StateWatch {
     /// Take in the changes since the last sync: a state file anyone else wrote, removed or
     /// replaced is forgotten from `written` (so the next evaluation rewrites it) and moves the
     /// generation. Without a watch the generation always moves: nothing can be trusted.
-    pub fn sync(&mut self, written: &mut HashMap<String, u64>) -> u64 {
+    pub fn sync(&mut self, written: &mut StateWritten) -> u64 {
         self.absorb(written);
         self.generation
     }
 
-    fn absorb(&mut self, written: &mut HashMap<String, u64>) {
+    fn absorb(&mut self, written: &mut StateWritten) {
         let changes = match self.watch.as_mut() {
             Some(w) => w.drain(),
             None => Changes::Rescan,
@@ -761,7 +936,7 @@ mod tests {
         let d = tempfile::tempdir().expect("tempdir");
         let state = d.path().join("state");
         std::fs::create_dir(&state).expect("mkdir");
-        let mut written = HashMap::new();
+        let mut written = StateWritten::default();
         let mut w = StateWatch::new(d.path());
         w.ensure(&mut written);
         let g = w.sync(&mut written);

@@ -9,7 +9,9 @@
 //! store's host-local `results/`, and [`restore`] takes them back only for the repository,
 //! shallow boundary and replace refs they were learnt in.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +30,7 @@ pub enum Range {
 }
 
 /// base commit → `triggered_by` paths → answer, for one tip.
-pub type Answers = HashMap<String, HashMap<Vec<String>, Range>>;
+pub type Answers = FxHashMap<String, FxHashMap<Vec<String>, Range>>;
 
 /// The answer for one question, asking git.
 pub fn ask(root: &Path, base: &str, tip: &str, paths: &[String]) -> Range {
@@ -108,41 +110,91 @@ pub fn plain_path(t: &str) -> bool {
 /// afresh.
 const CARRY_MAX_BASES: usize = 4096;
 
+/// Commits known to be reachable from a tip (the tip itself included): a base among them cannot
+/// reach a commit made on top of that tip, so carrying past it asks git nothing about it.
+/// Reachability never changes (commits are immutable), so what was learnt for one tip holds for
+/// every tip built on it.
+#[derive(Debug, Default, Clone)]
+pub struct Reachable {
+    pub tip: String,
+    pub commits: HashSet<String>,
+}
+
+/// At most this many commits are remembered as reachable; beyond, the set starts again.
+const REACHABLE_MAX: usize = 8192;
+
 /// Carry the answers known at tip `old` over to tip `new`, when `new` extends `old` by a few
-/// single-parent commits (the usual commit, or a fast-forward): two git processes instead of
-/// one `rev-list` per base commit and path set.
+/// single-parent commits (the usual commit, or a fast-forward): one or two git processes instead
+/// of one `rev-list` per base commit and path set. `reachable` holds commits known to be
+/// reachable from `old`; what is known to be reachable from `new` comes back with the answers.
 ///
 /// With `N` the new commits (a chain from `old`), `C..new` is `C..old` plus the commits of `N`
-/// that `C` does not reach. When no base reaches the oldest of `N` (`git rev-list <bases> --not
-/// old` does not list it), that is all of `N` for every base: an answer that was "touched" stays
-/// so, and one that was "untouched" becomes "touched" exactly when a commit of `N` changed a path
-/// the triggers cover (a single-parent commit is in `git rev-list -- <paths>` exactly when its
-/// own diff touches one, renames counted on both sides). Failed answers and path sets
-/// [`plain_paths`] refuses are left out (asked again), and `None` comes back — everything asked
-/// again — for a merge, a rewind, a reset elsewhere, too many commits or bases, a base reaching
-/// into `N`, or any git failure.
-pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers> {
+/// that `C` does not reach. When no base reaches the oldest of `N` (each is reachable from
+/// `old`, known or as `git rev-list <bases> --not old` shows by not listing it), that is all of
+/// `N` for every base: an answer that was "touched" stays so, and one that was "untouched"
+/// becomes "touched" exactly when a commit of `N` changed a path the triggers cover (a
+/// single-parent commit is in `git rev-list -- <paths>` exactly when its own diff touches one,
+/// renames counted on both sides). Failed answers and path sets [`plain_paths`] refuses are left
+/// out (asked again), and `None` comes back — everything asked again — for a merge, a rewind, a
+/// reset elsewhere, too many commits or bases, a base reaching into `N`, or any git failure.
+pub fn carry(
+    root: &Path,
+    old: &str,
+    new: &str,
+    memo: Answers,
+    reachable: &HashSet<String>,
+) -> Option<(Answers, HashSet<String>)> {
     let hex = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit());
     if !hex(old) || !hex(new) || old == new {
         return None;
     }
-    // The new commits with their parents and what each changed, relative to the store's root
-    // (what `triggered_by` is relative to; nothing outside it can be covered by plain paths).
-    // Each reads `\x01<id> <parent>…\0\n<file>\0<file>\0…`, or `\x01<id> <parent>\0` when it
-    // changed nothing under the root.
-    let log = git(
-        root,
-        &[
-            "log",
-            "-z",
-            "--no-renames",
-            "--relative",
-            "--name-only",
-            &format!("--max-count={}", CARRY_MAX_COMMITS + 1),
-            "--format=%x01%H %P",
-            &format!("{old}..{new}"),
-        ],
-    )?;
+    // Bases git could not answer for (an unknown commit) are dropped below anyway; those known
+    // to be reachable from `old` need no question.
+    let bases: Vec<&str> = memo
+        .iter()
+        .filter(|(b, m)| hex(b) && m.values().any(|r| *r != Range::Failed))
+        .map(|(b, _)| b.as_str())
+        .filter(|b| *b != old && !reachable.contains(*b))
+        .collect();
+    if bases.len() > CARRY_MAX_BASES {
+        return None;
+    }
+    // The two git processes run side by side: this is the wait right after a commit.
+    let (log, beyond) = std::thread::scope(|s| {
+        // What the bases reach beyond `old`: usually nothing at all.
+        let beyond = (!bases.is_empty()).then(|| {
+            s.spawn(|| {
+                let mut args: Vec<&str> = vec!["rev-list"];
+                args.extend(bases.iter().copied());
+                args.extend(["--not", old]);
+                crate::verdict_inputs::git_ok(root, &args)
+            })
+        });
+        // The new commits with their parents and what each changed, relative to the store's
+        // root (what `triggered_by` is relative to; nothing outside it can be covered by plain
+        // paths). Each reads `\x01<id> <parent>…\0\n<file>\0<file>\0…`, or `\x01<id> <parent>\0`
+        // when it changed nothing under the root.
+        let log = git(
+            root,
+            &[
+                "log",
+                "-z",
+                "--no-renames",
+                "--relative",
+                "--name-only",
+                &format!("--max-count={}", CARRY_MAX_COMMITS + 1),
+                "--format=%x01%H %P",
+                &format!("{old}..{new}"),
+            ],
+        );
+        // A worker that panicked answers nothing: no carry.
+        let beyond = match beyond {
+            None => Some(String::new()),
+            Some(h) => h.join().ok().flatten(),
+        };
+        (log, beyond)
+    });
+    let (log, beyond) = (log?, beyond?);
     let mut commits = HashSet::new();
     let mut parents = Vec::new();
     let mut changed: Vec<Vec<String>> = Vec::new();
@@ -183,25 +235,25 @@ pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers
         .find(|c| !parents.contains(c))
         .cloned()
         .filter(|_| commits.len() == parents.len())?;
-    // Bases git could not answer for (an unknown commit) are dropped below anyway.
-    let bases: Vec<&str> = memo
-        .iter()
-        .filter(|(b, m)| hex(b) && m.values().any(|r| *r != Range::Failed))
-        .map(|(b, _)| b.as_str())
-        .collect();
-    if bases.len() > CARRY_MAX_BASES {
+    if beyond.lines().any(|l| l.trim() == oldest) {
         return None;
     }
-    if !bases.is_empty() {
-        let mut args: Vec<&str> = vec!["rev-list"];
-        args.extend(bases.iter().copied());
-        args.extend(["--not", old]);
-        // Listing what the bases reach beyond `old`: usually nothing at all.
-        let beyond = crate::verdict_inputs::git_ok(root, &args)?;
-        if beyond.lines().any(|l| l.trim() == oldest) {
-            return None;
-        }
-    }
+    // Reachable from `new`: what was from `old`, `old` itself, the bases `beyond` does not list,
+    // and the new commits.
+    let listed: HashSet<&str> = beyond.lines().map(str::trim).collect();
+    let mut now_reachable = if reachable.len() + bases.len() + commits.len() < REACHABLE_MAX {
+        reachable.clone()
+    } else {
+        HashSet::new()
+    };
+    now_reachable.insert(old.to_string());
+    now_reachable.extend(
+        bases
+            .iter()
+            .filter(|b| !listed.contains(**b))
+            .map(|b| b.to_string()),
+    );
+    now_reachable.extend(commits.iter().cloned());
     let touches = |paths: &[String]| {
         if paths.is_empty() {
             return true; // `rev-list C..tip --` lists every new commit
@@ -212,12 +264,12 @@ pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers
                 .any(|f| paths.iter().any(|t| proto::pathspec::covers(t, f)))
         })
     };
-    let mut out = Answers::new();
+    let mut out = Answers::default();
     for (base, answers) in memo {
         if !hex(&base) {
             continue;
         }
-        let carried: HashMap<Vec<String>, Range> = answers
+        let carried: FxHashMap<Vec<String>, Range> = answers
             .into_iter()
             .filter(|(paths, was)| *was != Range::Failed && plain_paths(paths))
             .map(|(paths, was)| {
@@ -233,7 +285,7 @@ pub fn carry(root: &Path, old: &str, new: &str, memo: Answers) -> Option<Answers
             out.insert(base, carried);
         }
     }
-    Some(out)
+    Some((out, now_reachable))
 }
 
 /// How many tips' answers a store keeps (HEAD and the staleness reference, and the one before).
@@ -247,6 +299,8 @@ pub struct Memo {
     dirty: bool,
     /// Tips carried over since answers were last written.
     carries: usize,
+    /// What is known to be reachable from the last tip carried to.
+    reachable: Reachable,
 }
 
 impl Memo {
@@ -257,26 +311,37 @@ impl Memo {
             return self.tips.remove(i).1;
         }
         let Some((old, answers)) = self.tips.last() else {
-            return Answers::new();
+            return Answers::default();
         };
         if answers.is_empty() {
-            return Answers::new();
+            return Answers::default();
         }
         let had = answers.len();
-        let carried = carry(root, old, tip, answers.clone());
+        let empty = HashSet::new();
+        let reachable = if self.reachable.tip == *old {
+            &self.reachable.commits
+        } else {
+            &empty
+        };
+        let carried = carry(root, old, tip, answers.clone(), reachable);
         tracing::debug!(
             from = %old,
             to = %tip,
             bases = had,
-            carried = carried.as_ref().map(|m| m.len()),
+            carried = carried.as_ref().map(|(m, _)| m.len()),
             "a tip moved: git answers carried over"
         );
         // Carried answers are not written by themselves: the next start carries them again from
         // the tip on disk, as long as it is a few commits back (see [`Memo::keep`]).
-        if carried.is_some() {
-            self.carries += 1;
-        }
-        carried.unwrap_or_default()
+        let Some((answers, reachable)) = carried else {
+            return Answers::default();
+        };
+        self.carries += 1;
+        self.reachable = Reachable {
+            tip: tip.to_string(),
+            commits: reachable,
+        };
+        answers
     }
 
     /// Whether answers for `tip` are kept.
@@ -438,7 +503,7 @@ pub fn restore(root: &Path, results: &Path) -> Memo {
         .into_iter()
         .filter(|(tip, _)| hex40(tip))
         .map(|(tip, rows)| {
-            let mut answers = Answers::new();
+            let mut answers = Answers::default();
             for (base, paths, touched) in rows {
                 let r = if touched {
                     Range::Touched
@@ -452,8 +517,7 @@ pub fn restore(root: &Path, results: &Path) -> Memo {
         .collect();
     Memo {
         tips,
-        dirty: false,
-        carries: 0,
+        ..Memo::default()
     }
 }
 
@@ -532,7 +596,7 @@ mod tests {
         .iter()
         .map(|v| v.iter().map(|s| s.to_string()).collect())
         .collect();
-        let mut memo = Answers::new();
+        let mut memo = Answers::default();
         for c in [&c1, &c2, &old] {
             for p in &triggers {
                 memo.entry(c.clone())
@@ -548,7 +612,8 @@ mod tests {
             commit(&[&at("db/schema.sql")]);
             commit(&[&at("docs/guide.md")])
         };
-        let carried = carry(&root, &old, &new, memo.clone()).expect("carried");
+        let (carried, reachable) =
+            carry(&root, &old, &new, memo.clone(), &HashSet::new()).expect("carried");
         for c in [&c1, &c2, &old] {
             for p in &triggers {
                 assert_eq!(
@@ -563,8 +628,16 @@ mod tests {
             "an unknown commit is asked again"
         );
         // Not a fast-forward of single-parent commits: nothing is carried.
-        assert!(carry(&root, &new, &old, memo.clone()).is_none());
-        assert!(carry(&root, &old, &old, memo).is_none());
+        for c in [&c1, &c2, &old, &new] {
+            assert!(
+                reachable.contains(c.as_str()),
+                "{c} is reachable from the new tip"
+            );
+        }
+        // Not a fast-forward of single-parent commits: nothing is carried.
+        let none = HashSet::new();
+        assert!(carry(&root, &new, &old, memo.clone(), &none).is_none());
+        assert!(carry(&root, &old, &old, memo, &none).is_none());
     }
 
     #[test]
@@ -601,11 +674,54 @@ mod tests {
         // `ahead..n1` is empty though `n1` changed `b`: carrying would wrongly say touched.
         let paths = vec!["b".to_string()];
         assert_eq!(ask(&root, &ahead, &n1, &paths), Range::Untouched);
-        let mut memo = Answers::new();
+        let mut memo = Answers::default();
         memo.entry(ahead.clone())
             .or_default()
             .insert(paths.clone(), ask(&root, &ahead, &old, &paths));
-        assert!(carry(&root, &old, &n1, memo).is_none());
+        assert!(carry(&root, &old, &n1, memo, &HashSet::new()).is_none());
+    }
+
+    #[test]
+    fn only_commits_reachable_from_the_tip_are_remembered_so_and_carrying_on_stays_exact() {
+        let (_dir, root, commit) = repo("");
+        let base = commit(&["a"]);
+        let side = commit(&["b"]);
+        // `side` is left behind on no branch: not reachable from the tips below.
+        let reset = Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["reset", "-q", "--hard", &base])
+            .status()
+            .expect("git reset");
+        assert!(reset.success());
+        let old = commit(&["c"]);
+        let paths: Vec<Vec<String>> = vec![vec!["a".into()], vec!["b".into()], vec!["c".into()]];
+        let mut memo = Answers::default();
+        for b in [&base, &side, &old] {
+            for p in &paths {
+                memo.entry(b.clone())
+                    .or_default()
+                    .insert(p.clone(), ask(&root, b, &old, p));
+            }
+        }
+        let new = commit(&["a"]);
+        let (carried, reachable) =
+            carry(&root, &old, &new, memo, &HashSet::new()).expect("carried");
+        for c in [&base, &old, &new] {
+            assert!(
+                reachable.contains(c.as_str()),
+                "{c} is reachable from {new}"
+            );
+        }
+        assert!(!reachable.contains(side.as_str()), "{side} is not");
+        // The next carry asks about `side` alone, and still answers as git does.
+        let newer = commit(&["b"]);
+        let (again, _) = carry(&root, &new, &newer, carried, &reachable).expect("carried");
+        for b in [&base, &side, &old] {
+            for p in &paths {
+                assert_eq!(again[b.as_str()][p], ask(&root, b, &newer, p), "{b} {p:?}");
+            }
+        }
     }
 
     #[test]
@@ -616,7 +732,7 @@ mod tests {
         let results = root.join("results");
         std::fs::create_dir_all(&results).expect("results");
         let mut memo = Memo::default();
-        let mut answers = Answers::new();
+        let mut answers = Answers::default();
         let paths = vec!["a".to_string()];
         answers
             .entry(c1.clone())

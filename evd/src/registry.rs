@@ -169,6 +169,12 @@ fn actor_loop(
         for change in store.take_unsent() {
             let _ = push.send(WatchEvent::Changed(change));
         }
+        if next.is_none() {
+            match rx.try_recv() {
+                Ok(m) => next = Some(m),
+                Err(_) => store.on_idle(),
+            }
+        }
         // Once this daemon owns the store, watch it (not while `results/` is missing: the watch
         // needs it, and evd never recreates a store someone is removing).
         let retry = watch_failed

@@ -105,6 +105,8 @@ pub struct Store {
     /// Answers of `git rev-list <base>..<tip> -- <paths>`, per tip; `None` until taken back
     /// from the previous daemon's `results/` on first use.
     ranges: Option<crate::git_ranges::Memo>,
+    /// Answers in `ranges` not yet written for the next start (see [`Store::on_idle`]).
+    ranges_unsaved: bool,
     /// The uncommitted changes of the work tree, as `dirty` reads them.
     pub worktree: crate::worktree::Worktree,
     /// Every distinct plain `triggered_by` entry of the current view's test grounds, as of a
@@ -117,10 +119,14 @@ pub struct Store {
     pub state_epoch: u64,
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
     /// unchanged verdict is not rewritten.
-    pub state_written: std::collections::HashMap<String, u64>,
+    pub state_written: crate::check_memo::StateWritten,
     /// Every test ground's label as a plain check last read it: `(tick, ground)` →
     /// `(decision, claim, label)`. `None` until the first evaluation.
     verdicts: Option<VerdictSnapshot>,
+    /// The evaluation whose verdicts the snapshot holds (see [`Store::fold_verdicts_from`]).
+    verdicts_from: u64,
+    /// Evaluations numbered so far.
+    evaluations: u64,
     /// Verdict changes not yet pushed to subscribers.
     unsent: Vec<proto::rpc::VerdictChange>,
     /// The flags of the last `check` (`offline`, `attest`): the state files hold what such a
@@ -174,6 +180,13 @@ pub struct TicksListing {
 /// The name of the lock file, under `results/` (the per-host part nobody commits).
 pub const LOCK_FILE: &str = "evd.lock";
 
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Still holding the lock here: the fields drop after this.
+        self.on_idle();
+    }
+}
+
 impl Store {
     /// A handle on the store under `root` (the directory that holds `.evolving`). Nothing is
     /// read or locked yet.
@@ -191,12 +204,15 @@ impl Store {
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
             ranges: None,
+            ranges_unsaved: false,
             state_epoch: 0,
             worktree: crate::worktree::Worktree::default(),
             guarded: None,
             git: crate::gitfacts::FactCache::for_repository(),
-            state_written: std::collections::HashMap::new(),
+            state_written: Default::default(),
             verdicts: None,
+            verdicts_from: 0,
+            evaluations: 0,
             unsent: Vec::new(),
             last_check: (false, None),
             ticks_generation: 0,
@@ -741,7 +757,7 @@ impl Store {
     }
 
     /// Keep the answers for `tip`; with `persist`, when any were learnt since the last write,
-    /// write them for the next start.
+    /// have them written for the next start.
     pub fn keep_ranges(
         &mut self,
         tip: String,
@@ -749,11 +765,21 @@ impl Store {
         learnt: bool,
         persist: bool,
     ) {
-        let results = self.results_dir();
         let memo = self.ranges.get_or_insert_with(Default::default);
         memo.keep(tip, answers, learnt);
-        if persist && self.lock.is_some() && memo.take_dirty() {
-            crate::git_ranges::persist(&self.root, &results, memo);
+        if persist && memo.take_dirty() {
+            // Written when the store is idle ([`Store::on_idle`]), not while a client waits.
+            self.ranges_unsaved = true;
+        }
+    }
+
+    /// Work left for when no request is waiting: the git answers learnt since they were last
+    /// written, kept for the next start. Also run when the store is dropped.
+    pub fn on_idle(&mut self) {
+        if std::mem::take(&mut self.ranges_unsaved) && self.lock.is_some() {
+            if let Some(memo) = &self.ranges {
+                crate::git_ranges::persist(&self.root, &self.results_dir(), memo);
+            }
         }
     }
 
@@ -788,13 +814,32 @@ impl Store {
         Ok(paths)
     }
 
+    /// A number for a new evaluation, never given before by this store.
+    pub fn next_evaluation_serial(&mut self) -> u64 {
+        self.evaluations += 1;
+        self.evaluations
+    }
+
+    /// Whether the verdict snapshot holds what evaluation `serial` found (it was the last folded
+    /// in).
+    pub fn verdicts_folded_from(&self, serial: u64) -> bool {
+        self.verdicts.is_some() && self.verdicts_from == serial
+    }
+
+    /// Note that the snapshot now holds what evaluation `serial` found.
+    pub fn fold_verdicts_from(&mut self, serial: u64) {
+        self.verdicts_from = serial;
+    }
+
     /// Fold a plain evaluation's labels — every test ground in view: `(tick, ground, decision,
     /// claim, label)` — into the snapshot and say what changed (grounds no longer seen have left
-    /// the view). The first evaluation only sets the baseline. Costs no allocation for a ground
-    /// whose label did not move.
+    /// the view). With `only`, `seen` holds every test ground of those ticks alone, and nothing
+    /// else in the snapshot moved. The first evaluation only sets the baseline. Costs no
+    /// allocation for a ground whose label did not move.
     pub fn update_verdicts(
         &mut self,
         seen: &[(&str, usize, &str, &str, &str)],
+        only: Option<&[&str]>,
     ) -> Vec<proto::rpc::VerdictChange> {
         use proto::rpc::VerdictChange;
         let baseline = self.verdicts.is_none();
@@ -830,12 +875,12 @@ impl Store {
         }
         let in_view: std::collections::HashSet<(&str, usize)> =
             seen.iter().map(|&(t, g, ..)| (t, g)).collect();
-        let mut emptied = Vec::new();
-        for (tick, known) in snap.iter_mut() {
+        // A tick's grounds no longer in view leave the snapshot; says whether none is left.
+        let mut drop_unseen = |tick: &str, known: &mut KnownTick| {
             let mut i = 0;
             while i < known.grounds.len() {
                 let gi = known.grounds[i].0;
-                if in_view.contains(&(&**tick, gi)) {
+                if in_view.contains(&(tick, gi)) {
                     i += 1;
                     continue;
                 }
@@ -849,8 +894,25 @@ impl Store {
                     new: None,
                 });
             }
-            if known.grounds.is_empty() {
-                emptied.push(tick.clone());
+            known.grounds.is_empty()
+        };
+        let mut emptied: Vec<Box<str>> = Vec::new();
+        match only {
+            None => {
+                for (tick, known) in snap.iter_mut() {
+                    if drop_unseen(tick, known) {
+                        emptied.push(tick.clone());
+                    }
+                }
+            }
+            Some(ticks) => {
+                for &tick in ticks {
+                    if let Some(known) = snap.get_mut(tick) {
+                        if drop_unseen(tick, known) {
+                            emptied.push(tick.into());
+                        }
+                    }
+                }
             }
         }
         for tick in emptied {

@@ -1144,14 +1144,40 @@ impl RowTable {
 
 /// One row of the plain listing: `<label>\t<file>\tQ(claim)\t(<detail>)`.
 pub fn plain_row(label: &str, file: &str, claim: &str, detail: &str) -> String {
-    format!("{label}\t{file}\t{}\t({detail})", crate::json::q(claim))
+    let mut row = String::new();
+    push_plain_row(&mut row, label, file, claim, detail);
+    row
+}
+
+/// [`plain_row`], appended to `out` (without a newline).
+pub fn push_plain_row(out: &mut String, label: &str, file: &str, claim: &str, detail: &str) {
+    use std::fmt::Write;
+    out.push_str(label);
+    out.push('\t');
+    out.push_str(file);
+    out.push('\t');
+    // `Q` (see [`crate::json::q`]): printable ASCII other than `"` and `\` stands for itself.
+    if claim
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+    {
+        out.push('"');
+        out.push_str(claim);
+        out.push('"');
+    } else {
+        // Writing into a String cannot fail.
+        let _ = write!(out, "{claim:?}");
+    }
+    out.push_str("\t(");
+    out.push_str(detail);
+    out.push(')');
 }
 
 /// The plain listing's rows, each ending in a newline.
 pub fn plain_lines<'r>(rows: impl IntoIterator<Item = &'r CheckRow>) -> String {
     let mut text = String::new();
     for r in rows {
-        text.push_str(&plain_row(&r.label, &r.file, &r.claim, &r.detail));
+        push_plain_row(&mut text, &r.label, &r.file, &r.claim, &r.detail);
         text.push('\n');
     }
     text

@@ -75,3 +75,27 @@ fn a_table_and_plain_lines_survive_the_wire_with_every_awkward_character() {
     let back: CheckResult = serde_json::from_str(&objects).expect("reads back");
     assert_eq!(back.rows, rows);
 }
+
+#[test]
+fn a_plain_row_quotes_its_claim_as_q_does_for_every_kind_of_character() {
+    let mut claims: Vec<String> = (0u8..0x80).map(|b| format!("a{}b", b as char)).collect();
+    claims.extend(
+        [
+            "",
+            "plain words",
+            "é and 😀",
+            "\u{2028} separator",
+            "combining \u{301} mark",
+            "\u{feff}bom",
+            "del\u{7f}",
+        ]
+        .map(String::from),
+    );
+    for claim in claims {
+        assert_eq!(
+            plain_row("green", "0123456789ab", &claim, "detail"),
+            format!("green\t0123456789ab\t{}\t(detail)", proto::json::q(&claim)),
+            "claim {claim:?}"
+        );
+    }
+}

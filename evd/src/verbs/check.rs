@@ -473,6 +473,7 @@ fn evaluate(
     prior: Option<&Evaluation>,
 ) -> Result<Evaluation, Refusal> {
     let view = store.current_shared()?;
+    let generation = store.ticks_generation();
     let changed: Option<std::collections::HashSet<String>> = prior.and_then(|p| {
         store
             .receipts
@@ -521,12 +522,30 @@ fn evaluate(
         git.ask_recorded(prior_parts.iter().map(|p| p.as_ref()));
     }
     // Which ticks keep their part, and which are evaluated again.
-    let plan: Vec<_> = view
-        .iter()
-        .filter(|(_, t)| t.status() == "live")
-        .enumerate()
-        .map(|(i, (file, packed))| {
-            let kept = reusable_at(i, file).filter(|p| {
+    // The current live ticks, each with the prior's part for it if there is one: on the very
+    // view the prior read (its parts are those ticks, in order), without looking at the view.
+    let same_view = prior.is_some_and(|p| p.ticks == generation) && !prior_parts.is_empty();
+    let live: Vec<Candidate> = if same_view {
+        prior_parts
+            .iter()
+            .map(|p| (&p.file, &p.tick, Some(p)))
+            .collect()
+    } else {
+        view.iter()
+            .filter(|(_, t)| t.status() == "live")
+            .enumerate()
+            .map(|(i, (file, packed))| (file, packed, reusable_at(i, file)))
+            .collect()
+    };
+    // Every state file is as the prior left it (it wrote or found them all, and neither this
+    // store nor anyone else wrote one since): no part needs to look at its own.
+    let state_as_left = prior.is_some_and(|p| {
+        p.state_complete && p.state_epoch == store.state_epoch && p.state == basis.state
+    });
+    let plan: Vec<_> = live
+        .into_iter()
+        .map(|(file, packed, prior_part)| {
+            let kept = prior_part.filter(|p| {
                 Arc::ptr_eq(&p.tick, packed)
                     && !p.volatile
                     && (!receipts_changed
@@ -538,7 +557,8 @@ fn evaluate(
                         .is_some_and(|m| m.is_empty() || !guards_any(packed, m))
                     // Its state file still says what it says (another flag set may have
                     // rewritten it since).
-                    && store.state_written.get(packed.id()) == Some(&p.state_digest)
+                    && (state_as_left
+                        || store.state_written.get(packed.id()) == Some(&p.state_digest))
                     && (!head_moved || git.same_triggers(p))
             });
             // A tick evaluated again is rebuilt whole for the evaluation (and dropped after it):
@@ -550,12 +570,15 @@ fn evaluate(
     let fresh = plan.iter().filter_map(|(_, _, _, t)| t.as_ref());
     git.ask_ahead(store, fresh, basis);
     let mut parts = Vec::with_capacity(plan.len());
+    // Where the parts evaluated again sit.
+    let mut fresh_at = Vec::new();
     let mut complete = true;
     for (file, packed, kept, tick) in plan {
         if let Some(p) = kept {
             parts.push(Arc::clone(p));
             continue;
         }
+        fresh_at.push(parts.len());
         let tick = tick.unwrap_or_else(|| Arc::new(packed.tick()));
         let (mut part, graded) = evaluate_tick(store, file, packed, &tick, &inputs, &mut git);
         let (written, digest) = write_state(
@@ -580,12 +603,30 @@ fn evaluate(
     // Take in this pass's own writes now, so that a change someone makes to one of those files
     // later is never mistaken for ours.
     store.state_watch.sync(&mut store.state_written);
-    // Every part kept, in the same order: no verdict moved.
-    let unchanged = prior.is_some_and(|p| {
-        p.parts.len() == parts.len() && p.parts.iter().zip(&parts).all(|(a, b)| Arc::ptr_eq(a, b))
-    });
-    if basis.attest.is_none() && !basis.offline && !(unchanged && store.has_verdict_baseline()) {
-        let seen: Vec<(&str, usize, &str, &str, &str)> = parts
+    let mut e = Evaluation::new(
+        parts,
+        complete,
+        basis.receipts,
+        basis.uncommitted.clone(),
+        basis.head.clone(),
+    );
+    // Every part kept, in the same order: no verdict moved, and the answers read the same.
+    if let Some(p) = prior {
+        if !e.share_renderings(p) && same_view {
+            e.copy_plain_lines_from(p, &fresh_at);
+        }
+    }
+    e.serial = store.next_evaluation_serial();
+    if basis.attest.is_none() && !basis.offline {
+        // When the snapshot holds the prior's verdicts and the view is the same, only the parts
+        // evaluated again can have moved.
+        let only_fresh = same_view && prior.is_some_and(|p| store.verdicts_folded_from(p.serial));
+        let folded: Vec<&Arc<TickPart>> = if only_fresh {
+            fresh_at.iter().filter_map(|&i| e.parts.get(i)).collect()
+        } else {
+            e.parts.iter().collect()
+        };
+        let seen: Vec<(&str, usize, &str, &str, &str)> = folded
             .iter()
             .flat_map(|p| {
                 p.rows.iter().map(|r| {
@@ -599,19 +640,26 @@ fn evaluate(
                 })
             })
             .collect();
-        let changes = store.update_verdicts(&seen);
-        store.pending_changes.extend(changes);
+        if !(only_fresh && folded.is_empty()) {
+            let only: Option<Vec<&str>> =
+                only_fresh.then(|| folded.iter().map(|p| p.tick.id()).collect());
+            let changes = store.update_verdicts(&seen, only.as_deref());
+            store.pending_changes.extend(changes);
+        }
+        store.fold_verdicts_from(e.serial);
     }
-    let mut e = Evaluation::new(
-        parts,
-        complete,
-        basis.receipts,
-        basis.uncommitted.clone(),
-        basis.head.clone(),
-    );
     e.state_epoch = store.state_epoch;
+    e.state = basis.state;
+    e.ticks = generation;
     Ok(e)
 }
+
+/// A current live tick — its file and its cached tick — with the prior's part for it, if any.
+type Candidate<'v> = (
+    &'v String,
+    &'v Arc<crate::packed::PackedTick>,
+    Option<&'v Arc<TickPart>>,
+);
 
 /// Whether one of `tick`'s test grounds has a trigger covering one of `paths` (or one git must
 /// be asked about directly).
@@ -691,16 +739,18 @@ impl GitFacts {
     /// With no HEAD (not a repository, an unborn branch), git is asked about `HEAD` itself, as
     /// upstream does.
     fn range(&mut self, reference: bool, base: &str, paths: &[String]) -> Range {
-        let root = self.root.clone();
         let (tip, memo) = self.memo(reference);
-        let Some(tip) = tip.map(str::to_string) else {
-            return git_ranges::ask(&root, base, "HEAD", paths);
+        let Some(tip) = tip else {
+            return git_ranges::ask(&self.root, base, "HEAD", paths);
         };
         if let Some(&r) = memo.get(base).and_then(|m| m.get(paths)) {
             return r;
         }
-        let r = git_ranges::ask(&root, base, &tip, paths);
-        memo.entry(base.to_string())
+        let tip = tip.to_string();
+        let r = git_ranges::ask(&self.root, base, &tip, paths);
+        self.memo(reference)
+            .1
+            .entry(base.to_string())
             .or_default()
             .insert(paths.to_vec(), r);
         self.learnt = true;
