@@ -63,9 +63,23 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 
 /// Read a whole regular file as UTF-8 (the same error text as `fs::read_to_string` on bad UTF-8).
 pub fn read_text(path: &Path) -> io::Result<String> {
-    let mut s = String::new();
-    open_regular(path)?.read_to_string(&mut s)?;
-    Ok(s)
+    read_regular(path).map(|(_, text)| text)
+}
+
+/// [`read_text`], with what the open file's `fstat` said (no other look at the path).
+pub fn read_regular(path: &Path) -> io::Result<(fs::Metadata, String)> {
+    let f = open_regular(path)?;
+    let m = f.metadata()?;
+    // Sized from that `fstat`, read through `take` so that no second `statx` sizes it again.
+    let mut bytes = Vec::with_capacity(usize::try_from(m.len()).unwrap_or(0).saturating_add(1));
+    (&f).take(u64::MAX).read_to_end(&mut bytes)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })?;
+    Ok((m, text))
 }
 
 /// Read a file that may be missing: `Ok(None)` when it does not exist.

@@ -27,6 +27,7 @@ pub mod registry;
 pub mod requests;
 pub mod resources;
 pub mod server;
+pub mod state_record;
 pub mod store;
 pub mod systemd;
 pub mod users;

@@ -128,11 +128,23 @@ fn actor_loop(
     let mut next: Option<Msg> = None;
     loop {
         let msg = match next.take() {
-            Some(m) => m,
-            None => match rx.recv() {
-                Ok(m) => m,
-                Err(_) => break,
+            Some(m) => Some(m),
+            // Work left for later is done when due, whether or not requests keep coming.
+            None => loop {
+                match store.idle_work_at() {
+                    Some(at) if at <= Instant::now() => store.on_idle(),
+                    Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now()))
+                    {
+                        Ok(m) => break Some(m),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                    },
+                    None => break rx.recv().ok(),
+                }
             },
+        };
+        let Some(msg) = msg else {
+            break;
         };
         match msg {
             Msg::Stop => break,
@@ -168,12 +180,6 @@ fn actor_loop(
         }
         for change in store.take_unsent() {
             let _ = push.send(WatchEvent::Changed(change));
-        }
-        if next.is_none() {
-            match rx.try_recv() {
-                Ok(m) => next = Some(m),
-                Err(_) => store.on_idle(),
-            }
         }
         // Once this daemon owns the store, watch it (not while `results/` is missing: the watch
         // needs it, and evd never recreates a store someone is removing).

@@ -105,8 +105,9 @@ pub struct Store {
     /// Answers of `git rev-list <base>..<tip> -- <paths>`, per tip; `None` until taken back
     /// from the previous daemon's `results/` on first use.
     ranges: Option<crate::git_ranges::Memo>,
-    /// Answers in `ranges` not yet written for the next start (see [`Store::on_idle`]).
-    ranges_unsaved: bool,
+    /// Since when answers in `ranges` wait to be written for the next start (see
+    /// [`Store::idle_work_at`]).
+    ranges_unsaved: Option<std::time::Instant>,
     /// The uncommitted changes of the work tree, as `dirty` reads them.
     pub worktree: crate::worktree::Worktree,
     /// Every distinct plain `triggered_by` entry of the current view's test grounds, as of a
@@ -120,6 +121,13 @@ pub struct Store {
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
     /// unchanged verdict is not rewritten.
     pub state_written: crate::check_memo::StateWritten,
+    /// Whether the previous daemon's record of the state files was taken (see
+    /// [`Store::take_state_record`]).
+    state_record_taken: bool,
+    /// State files read ahead for the evaluation under way (see `verbs::check`), by tick id:
+    /// what each says but its `computed_at`. Emptied when the evaluation ends.
+    pub state_read_ahead:
+        std::collections::HashMap<String, Option<serde_json::Map<String, serde_json::Value>>>,
     /// Every test ground's label as a plain check last read it: `(tick, ground)` →
     /// `(decision, claim, label)`. `None` until the first evaluation.
     verdicts: Option<VerdictSnapshot>,
@@ -180,10 +188,18 @@ pub struct TicksListing {
 /// The name of the lock file, under `results/` (the per-host part nobody commits).
 pub const LOCK_FILE: &str = "evd.lock";
 
+/// How long learnt git answers wait before they are written for the next start.
+const SAVE_ANSWERS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Drop for Store {
     fn drop(&mut self) {
         // Still holding the lock here: the fields drop after this.
         self.on_idle();
+        if self.lock.is_some() && !self.state_written.is_empty() {
+            // Whatever someone else did to a state file and the watch saw is taken in first.
+            self.state_watch.sync(&mut self.state_written);
+            crate::state_record::save(&self.results_dir(), &self.state_written);
+        }
     }
 }
 
@@ -204,12 +220,14 @@ impl Store {
             writes: 0,
             opened_at: crate::clock::now_rfc3339(),
             ranges: None,
-            ranges_unsaved: false,
+            ranges_unsaved: None,
             state_epoch: 0,
             worktree: crate::worktree::Worktree::default(),
             guarded: None,
             git: crate::gitfacts::FactCache::for_repository(),
             state_written: Default::default(),
+            state_read_ahead: Default::default(),
+            state_record_taken: false,
             verdicts: None,
             verdicts_from: 0,
             evaluations: 0,
@@ -540,32 +558,37 @@ impl Store {
         let mut next = BTreeMap::new();
         // Whether anything differs from the cache (a first scan always does).
         let mut changed = self.ticks_stamp.is_none();
-        let mut loaded = 0usize;
+        let mut to_load = Vec::new();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
             let name = ent.file_name().to_string_lossy().into_owned();
             let path = ent.path();
+            let known = self.files.remove(&name);
+            // A file the cache never saw is read at once (its stamp from the open file's
+            // `fstat`): a first scan looks at each path once.
+            if known.is_none() && ent.file_type().is_ok_and(|t| t.is_file()) {
+                to_load.push((name, path, None));
+                continue;
+            }
             let Ok(m) = fs::symlink_metadata(&path) else {
                 continue; // vanished between readdir and stat
             };
             if m.is_dir() {
                 continue;
             }
-            let cached = match self.files.remove(&name) {
+            match known {
                 Some(c)
                     if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) && !is_suspect(&c) =>
                 {
-                    c
+                    next.insert(name, c);
                 }
-                _ => {
-                    changed = true;
-                    loaded += 1;
-                    load(&path, &name, &m)
-                }
-            };
-            next.insert(name, cached);
+                _ => to_load.push((name, path, Some(m))),
+            }
         }
+        let loaded = to_load.len();
+        changed |= loaded > 0;
+        next.extend(load_all(to_load));
         if loaded >= 1024 {
             // Parsing left the heap full of holes between the packed ticks kept: give the free
             // pages back, so a daemon holding a large store holds what it keeps.
@@ -768,15 +791,33 @@ impl Store {
         let memo = self.ranges.get_or_insert_with(Default::default);
         memo.keep(tip, answers, learnt);
         if persist && memo.take_dirty() {
-            // Written when the store is idle ([`Store::on_idle`]), not while a client waits.
-            self.ranges_unsaved = true;
+            // Written a little later, not while a client waits (see [`Store::idle_work_at`]).
+            self.ranges_unsaved
+                .get_or_insert_with(std::time::Instant::now);
         }
     }
 
-    /// Work left for when no request is waiting: the git answers learnt since they were last
-    /// written, kept for the next start. Also run when the store is dropped.
+    /// What the previous daemon recorded of the state files it wrote, once (see
+    /// [`crate::state_record`]); empty afterwards, or when it left none.
+    pub fn take_state_record(
+        &mut self,
+    ) -> std::collections::HashMap<String, (u64, crate::state_record::Stamp)> {
+        if std::mem::replace(&mut self.state_record_taken, true) || self.lock.is_none() {
+            return Default::default();
+        }
+        crate::state_record::restore(&self.results_dir())
+    }
+
+    /// When work left for a quiet moment is due: the git answers learnt since they were last
+    /// written, kept for the next start, a second after they were learnt (a burst of requests,
+    /// like the checks right after a restart, is not kept waiting behind the write).
+    pub fn idle_work_at(&self) -> Option<std::time::Instant> {
+        self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER)
+    }
+
+    /// Do the work [`Store::idle_work_at`] announced. Also run when the store is dropped.
     pub fn on_idle(&mut self) {
-        if std::mem::take(&mut self.ranges_unsaved) && self.lock.is_some() {
+        if self.ranges_unsaved.take().is_some() && self.lock.is_some() {
             if let Some(memo) = &self.ranges {
                 crate::git_ranges::persist(&self.root, &self.results_dir(), memo);
             }
@@ -1354,6 +1395,64 @@ fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
     }
 }
 
+/// A file of `ticks/` to read: its name, its path, and its metadata when it was looked at.
+type ToLoad = (String, PathBuf, Option<fs::Metadata>);
+
+/// [`load`] each of `files`: on a few threads when there are many (the first scan of a large
+/// store reads and parses every tick). A file that vanished meanwhile is left out.
+fn load_all(files: Vec<ToLoad>) -> Vec<(String, Cached)> {
+    const PER_THREAD: usize = 512;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(files.len().div_ceil(PER_THREAD).max(1));
+    let one = |chunk: &[ToLoad]| -> Vec<Option<Cached>> {
+        chunk
+            .iter()
+            .map(|(n, p, m)| match m {
+                Some(m) => Some(load(p, n, m)),
+                None => load_unseen(p, n),
+            })
+            .collect()
+    };
+    let loaded: Vec<Option<Cached>> = if threads <= 1 {
+        one(&files)
+    } else {
+        let size = files.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let workers: Vec<_> = files
+                .chunks(size)
+                .map(|c| (c, s.spawn(move || one(c))))
+                .collect();
+            workers
+                .into_iter()
+                // A worker that panicked: its files are loaded here instead.
+                .flat_map(|(c, w)| w.join().unwrap_or_else(|_| one(c)))
+                .collect()
+        })
+    };
+    files
+        .into_iter()
+        .map(|(n, ..)| n)
+        .zip(loaded)
+        .filter_map(|(n, c)| Some((n, c?)))
+        .collect()
+}
+
+/// Read a file of `ticks/` that readdir called regular and nothing has looked at yet: opened
+/// without following links, its stamp from the open file. Anything unusual (it is no longer
+/// regular, it cannot be read) goes the long way, through [`load`]; `None` when it vanished.
+fn load_unseen(path: &Path, name: &str) -> Option<Cached> {
+    if let Ok((m, text)) = fsio::read_regular(path) {
+        return Some(match Tick::parse(&text) {
+            Ok(t) => Cached::tick(stamp_of_regular(&m), &t),
+            Err(e) => Cached::new(stamp_of_regular(&m), parse_error(e)),
+        });
+    }
+    let m = fs::symlink_metadata(path).ok()?;
+    (!m.is_dir()).then(|| load(path, name, &m))
+}
+
 fn is_suspect(c: &Cached) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1370,11 +1469,15 @@ fn is_suspect(c: &Cached) -> bool {
 fn read_entry(path: &Path) -> Result<Tick, Entry> {
     match fsio::read_text(path) {
         Err(e) => Err(Entry::Unreadable(e.to_string())),
-        Ok(text) => match Tick::parse(&text) {
-            Ok(t) => Ok(t),
-            Err(TickParseError::NotJson(e)) => Err(Entry::NotJson(e)),
-            Err(TickParseError::Invalid(e)) => Err(Entry::Invalid(e)),
-        },
+        Ok(text) => Tick::parse(&text).map_err(parse_error),
+    }
+}
+
+/// The entry that says why a tick file's text is no tick.
+fn parse_error(e: TickParseError) -> Entry {
+    match e {
+        TickParseError::NotJson(e) => Entry::NotJson(e),
+        TickParseError::Invalid(e) => Entry::Invalid(e),
     }
 }
 

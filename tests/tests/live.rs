@@ -539,8 +539,8 @@ fn verdicts_follow_every_kind_of_head_move_exactly() {
     // A restarted daemon takes the answers back from results/ (and carries them over commits
     // made while it was away); a damaged file is not trusted, and answers stay exact.
     let cache = repo.ev_dir().join("results/evd-git-answers.json");
-    assert!(cache.is_file(), "answers kept for the next start");
     w.stop_daemon();
+    assert!(cache.is_file(), "answers kept for the next start");
     commit("a.txt", "3\n", "while evd was away");
     assert!(rows(&w).starts_with("green\t"));
     w.stop_daemon();
@@ -632,4 +632,44 @@ fn dirty_follows_directory_and_glob_triggers_live() {
     assert!(wait_until(Duration::from_secs(10), || verdict_of(&ids[0])
         .as_deref()
         == Some("dirty")));
+}
+
+/// A stopped daemon records the state files it wrote (`results/evd-state-written.txt`), and the
+/// next one trusts that record only for files nobody touched meanwhile: an untouched file keeps
+/// its bytes without being read, one edited while evd was away (even with its length and mtime
+/// put back) is read and rewritten.
+#[test]
+fn state_files_touched_while_evd_was_away_are_read_again() {
+    let w = World::new();
+    let (repo, id) = setup(&w);
+    append_receipt(&repo, &repo.head());
+    assert!(hot_equals_cold(&w, &repo).starts_with("green\t"));
+    let state = repo.ev_dir().join(format!("results/state/{id}.json"));
+    let record = repo.ev_dir().join("results/evd-state-written.txt");
+    w.stop_daemon();
+    assert!(record.is_file(), "the state files are recorded at stop");
+    let kept = std::fs::read_to_string(&state).expect("state file");
+
+    // Untouched: the restarted daemon's check leaves it byte for byte (its computed_at too),
+    // and the record is read once.
+    assert!(hot_equals_cold(&w, &repo).starts_with("green\t"));
+    assert_eq!(std::fs::read_to_string(&state).expect("state"), kept);
+    assert!(!record.exists(), "a record is read once");
+
+    // Edited while evd was away, length and mtime put back: read again and rewritten.
+    w.stop_daemon();
+    assert!(record.is_file());
+    let mtime = std::fs::metadata(&state)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let edited = kept.replacen("\"green\"", "\"stale\"", 1);
+    assert_ne!(edited, kept);
+    std::fs::write(&state, &edited).expect("edit");
+    std::fs::File::options()
+        .write(true)
+        .open(&state)
+        .and_then(|f| f.set_modified(mtime))
+        .expect("mtime back");
+    assert!(hot_equals_cold(&w, &repo).starts_with("green\t"));
+    assert_eq!(state_verdict(&repo, &id).as_deref(), Some("green"));
 }

@@ -138,7 +138,8 @@ fn state_body(
 /// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
 /// `create`: a real check makes `results/state/` and new files; a background re-evaluation only
 /// rewrites files that exist (it never resurrects a store being removed, nor writes a file for
-/// a tick no check has seen). Returns whether the file now holds these verdicts.
+/// a tick no check has seen); with it, `results/state/` is there ([`state_dir`]). Returns
+/// whether the file now holds these verdicts.
 fn write_state(
     store: &mut Store,
     tick: &Tick,
@@ -183,16 +184,7 @@ fn write_state_as(
     let name = format!("{id}.json");
     // In the background, only keep existing files current: a state file appears when a check
     // first sees its tick, as upstream's do.
-    let ready = if create {
-        let fresh = !dir.is_dir();
-        let made = fsio::ensure_dir(&dir).is_ok();
-        if made && fresh {
-            store.state_watch.ensure(&mut store.state_written);
-        }
-        made
-    } else {
-        std::fs::symlink_metadata(dir.join(&name)).is_ok_and(|m| m.is_file())
-    };
+    let ready = create || std::fs::symlink_metadata(dir.join(&name)).is_ok_and(|m| m.is_file());
     if !ready || !proto::vocab::is_tick_id(id) {
         return false;
     }
@@ -200,14 +192,11 @@ fn write_state_as(
     // A file this store has no record of (a fresh daemon, or written by someone else) that
     // already says exactly this keeps its bytes and its `computed_at`: reading is cheaper than
     // rewriting, and the verdict did not change.
-    let same_on_disk = fsio::read_text(&dir.join(&name))
-        .ok()
-        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-        .and_then(|v| match v {
-            Value::Object(mut o) => o.remove("computed_at").map(|_| o == body),
-            _ => None,
-        })
-        .unwrap_or(false);
+    let on_disk = match store.state_read_ahead.remove(id) {
+        Some(said) => said,
+        None => read_state_file(&dir.join(&name)),
+    };
+    let same_on_disk = on_disk.is_some_and(|o| o == body);
     if same_on_disk {
         store.state_written.insert(id.to_string(), digest);
         return true;
@@ -223,6 +212,85 @@ fn write_state_as(
         true
     } else {
         false
+    }
+}
+
+/// Make sure `results/state/` is there, once per evaluation that creates state files; whether
+/// it is.
+fn state_dir(store: &mut Store) -> bool {
+    let dir = store.results_dir().join("state");
+    let fresh = !dir.is_dir();
+    let made = fsio::ensure_dir(&dir).is_ok();
+    if made && fresh {
+        store.state_watch.ensure(&mut store.state_written);
+    }
+    made
+}
+
+/// What a state file says but its `computed_at` (`None` when it is missing, unreadable, or not
+/// a state file's shape).
+fn read_state_file(path: &Path) -> Option<Map<String, Value>> {
+    let text = fsio::read_text(path).ok()?;
+    match serde_json::from_str::<Value>(&text).ok()? {
+        Value::Object(mut o) => o.remove("computed_at").map(|_| o),
+        _ => None,
+    }
+}
+
+/// Read, on a few threads, the state files of `ids` this store has no record of, for the
+/// evaluation about to compare them (a fresh daemon's first check compares thousands). A file
+/// the previous daemon recorded (see [`crate::state_record`]) and nobody touched since is not
+/// read: what it says is known.
+fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
+    const PER_THREAD: usize = 256;
+    if ids.is_empty() {
+        return;
+    }
+    let record = store.take_state_record();
+    let dir = store.results_dir().join("state");
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4)
+        .min(ids.len().div_ceil(PER_THREAD));
+    let size = ids.len().div_ceil(threads);
+    /// What is known of one state file.
+    enum Known {
+        Recorded(u64),
+        Read(Option<Map<String, Value>>),
+    }
+    let look = |chunk: &[&str]| -> Vec<(String, Known)> {
+        chunk
+            .iter()
+            .map(|id| {
+                let path = dir.join(format!("{id}.json"));
+                let recorded = record.get(*id).filter(|(_, stamp)| {
+                    crate::state_record::Stamp::of(&path).as_ref() == Some(stamp)
+                });
+                let known = match recorded {
+                    Some(&(digest, _)) => Known::Recorded(digest),
+                    None => Known::Read(read_state_file(&path)),
+                };
+                (id.to_string(), known)
+            })
+            .collect()
+    };
+    let known: Vec<_> = std::thread::scope(|s| {
+        let workers: Vec<_> = ids.chunks(size).map(|c| s.spawn(move || look(c))).collect();
+        // A worker that panicked reads nothing ahead: its files are read when compared.
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    for (id, k) in known {
+        match k {
+            Known::Recorded(digest) => {
+                store.state_written.insert(id, digest);
+            }
+            Known::Read(said) => {
+                store.state_read_ahead.insert(id, said);
+            }
+        }
     }
 }
 
@@ -569,16 +637,27 @@ fn evaluate(
         .collect();
     let fresh = plan.iter().filter_map(|(_, _, _, t)| t.as_ref());
     git.ask_ahead(store, fresh, basis);
+    let unrecorded: Vec<&str> = plan
+        .iter()
+        .filter(|(_, packed, kept, _)| {
+            kept.is_none() && !store.state_written.contains_key(packed.id())
+        })
+        .map(|(_, packed, _, _)| packed.id())
+        .collect();
+    read_state_files_ahead(store, unrecorded);
     let mut parts = Vec::with_capacity(plan.len());
     // Where the parts evaluated again sit.
     let mut fresh_at = Vec::new();
     let mut complete = true;
+    // Whether state files may be created: asked once, when the first one is written.
+    let mut create = None;
     for (file, packed, kept, tick) in plan {
         if let Some(p) = kept {
             parts.push(Arc::clone(p));
             continue;
         }
         fresh_at.push(parts.len());
+        let create = *create.get_or_insert_with(|| record && state_dir(store));
         let tick = tick.unwrap_or_else(|| Arc::new(packed.tick()));
         let (mut part, graded) = evaluate_tick(store, file, packed, &tick, &inputs, &mut git);
         let (written, digest) = write_state(
@@ -587,12 +666,13 @@ fn evaluate(
             &graded,
             &basis.policy,
             basis.reference.as_deref(),
-            record,
+            create,
         );
         complete &= written;
         part.state_digest = digest;
         parts.push(Arc::new(part));
     }
+    store.state_read_ahead.clear();
     // An answer from a git that overran is no answer: nothing learnt in this pass is kept.
     let timeouts = crate::child::take_timeouts();
     if timeouts.is_empty() {
