@@ -235,13 +235,49 @@ pub struct Evaluation {
 
 /// What an evaluation's answers are made of, each made on first use. They depend on the parts
 /// alone, so an evaluation holding the very same parts in the same order shares its prior's.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Renderings {
     table: OnceLock<Option<RowTable>>,
     plain: OnceLock<Option<PlainRows>>,
     plain_file: std::sync::Mutex<Option<Arc<PlainFile>>>,
     triggers: OnceLock<TriggerIndex>,
+    /// Which renderings these are (see [`EventTemplates`]).
+    id: u64,
 }
+
+impl Default for Renderings {
+    fn default() -> Renderings {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Renderings {
+            table: OnceLock::new(),
+            plain: OnceLock::new(),
+            plain_file: std::sync::Mutex::new(None),
+            triggers: OnceLock::new(),
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+}
+
+/// A store's event template, for the renderings it was made from: one at a time (at 100,000
+/// ticks it is megabytes, and only the current evaluation's is of use).
+#[derive(Debug, Default)]
+pub struct EventTemplates(Option<(u64, Arc<EventTemplate>)>);
+
+/// A check's event lines but for their `ts` value (the same in every line of one check): what
+/// comes between one `ts` and the next, as written while no line's `age` bucket moves.
+#[derive(Debug)]
+pub struct EventTemplate {
+    text: String,
+    /// Where each `ts` value goes in `text`, ascending.
+    holes: Vec<u32>,
+    /// The span of time (nanoseconds since the epoch) in which every `age` bucket reads as
+    /// written: from when it was made until the first bucket moves.
+    from_ns: i128,
+    until_ns: i128,
+}
+
+/// Event lines are handed to the writer in pieces of about this size.
+const EVENT_CHUNK: usize = 64 << 10;
 
 /// An evaluation's plain lines in an answer file, and where each part's lines end in it.
 #[derive(Debug)]
@@ -581,18 +617,99 @@ impl Evaluation {
         })
     }
 
-    /// Every event line for a check at `now`, newline-terminated.
-    pub fn event_lines(&self, now: OffsetDateTime) -> String {
+    /// Every event line for a check at `now`, newline-terminated, handed to `sink` in pieces
+    /// that end at a line's end. Made from a template kept while no `age` bucket moves: only
+    /// the `ts` values are written anew.
+    pub fn write_event_lines(
+        &self,
+        now: OffsetDateTime,
+        templates: &mut EventTemplates,
+        sink: &mut dyn FnMut(&str),
+    ) {
         let ts = crate::clock::format(now);
         let now_ns = now.unix_timestamp_nanos();
-        let events = || self.parts.iter().flat_map(|p| p.events.iter());
-        // Sized exactly (the longest age bucket is 7 bytes): no copy while growing.
-        let size: usize = events().map(|e| e.text.len() + ts.len() + 28).sum();
-        let mut out = String::with_capacity(size);
-        for e in events() {
-            e.write(&mut out, &ts, now_ns);
+        let Some(t) = self.event_template(now_ns, templates) else {
+            // Too large to place in a template (over 4 GiB): line by line.
+            let mut out = String::new();
+            for e in self.parts.iter().flat_map(|p| p.events.iter()) {
+                e.write(&mut out, &ts, now_ns);
+                if out.len() >= EVENT_CHUNK {
+                    sink(&out);
+                    out.clear();
+                }
+            }
+            if !out.is_empty() {
+                sink(&out);
+            }
+            return;
+        };
+        let mut out = String::with_capacity(EVENT_CHUNK + 1024);
+        let mut at = 0usize;
+        for &hole in &t.holes {
+            let hole = hole as usize;
+            out.push_str(t.text.get(at..hole).unwrap_or_default());
+            out.push_str(&ts);
+            at = hole;
+            // A hole is inside a line: its end is the next newline after it.
+            if out.len() >= EVENT_CHUNK {
+                if let Some(nl) = t.text.get(at..).and_then(|rest| rest.find('\n')) {
+                    out.push_str(t.text.get(at..=at + nl).unwrap_or_default());
+                    at += nl + 1;
+                    sink(&out);
+                    out.clear();
+                }
+            }
         }
+        out.push_str(t.text.get(at..).unwrap_or_default());
+        if !out.is_empty() {
+            sink(&out);
+        }
+    }
+
+    /// Every event line for a check at `now`, newline-terminated, in one string.
+    pub fn event_lines(&self, now: OffsetDateTime) -> String {
+        let mut out = String::new();
+        self.write_event_lines(now, &mut EventTemplates::default(), &mut |piece| {
+            out.push_str(piece)
+        });
         out
+    }
+
+    /// The event template for a check at `now_ns`: the one in `templates` when it was made
+    /// from these renderings and no `age` bucket moved since, else a new one (kept there);
+    /// `None` when the lines are too large for one.
+    fn event_template(
+        &self,
+        now_ns: i128,
+        templates: &mut EventTemplates,
+    ) -> Option<Arc<EventTemplate>> {
+        if let Some((id, t)) = templates.0.as_ref() {
+            if *id == self.renderings.id && t.from_ns <= now_ns && now_ns < t.until_ns {
+                return Some(Arc::clone(t));
+            }
+        }
+        // The old one goes before the new one is made.
+        templates.0 = None;
+        let mut text = String::new();
+        let mut holes = Vec::new();
+        let mut until_ns = i128::MAX;
+        for e in self.parts.iter().flat_map(|p| p.events.iter()) {
+            e.write_without_ts(&mut text, now_ns);
+            holes.push(u32::try_from(text.len()).ok()?);
+            e.write_after_ts(&mut text);
+            if let Some(then) = e.held_since {
+                until_ns = until_ns.min(crate::events::age_bucket_ends(then, now_ns));
+            }
+        }
+        u32::try_from(text.len()).ok()?;
+        let t = Arc::new(EventTemplate {
+            text,
+            holes,
+            from_ns: now_ns,
+            until_ns,
+        });
+        templates.0 = Some((self.renderings.id, Arc::clone(&t)));
+        Some(t)
     }
 }
 
@@ -633,6 +750,13 @@ impl EventLine {
     }
 
     fn write(&self, out: &mut String, ts: &str, now_ns: i128) {
+        self.write_without_ts(out, now_ns);
+        out.push_str(ts);
+        self.write_after_ts(out);
+    }
+
+    /// The line up to its `ts` value.
+    fn write_without_ts(&self, out: &mut String, now_ns: i128) {
         out.push('{');
         if let Some(then) = self.held_since {
             // Whole seconds, truncated toward zero, as `Duration::whole_seconds`.
@@ -643,12 +767,14 @@ impl EventLine {
             ));
             out.push_str("\",");
         }
-        let (head, tail) = self.text.split_at(self.split.min(self.text.len()));
-        out.push_str(head);
+        out.push_str(self.text.get(..self.split).unwrap_or(&self.text));
         out.push_str("\"ts\":\"");
-        out.push_str(ts);
+    }
+
+    /// The line after its `ts` value.
+    fn write_after_ts(&self, out: &mut String) {
         out.push('"');
-        out.push_str(tail);
+        out.push_str(self.text.get(self.split..).unwrap_or_default());
         out.push('\n');
     }
 }
@@ -884,6 +1010,51 @@ mod tests {
             got,
             format!("{}\n", proto::json::compact(&Value::Object(want)))
         );
+    }
+
+    #[test]
+    fn templated_event_lines_are_the_writer_s_at_every_moment_and_in_whole_lines() {
+        // Ticks held since moments around every age boundary of the checks below, many enough
+        // for several pieces.
+        let base = crate::clock::parse("2026-03-01T12:00:00Z").expect("base");
+        let parts: Vec<Arc<TickPart>> = (0..4000)
+            .map(|i| {
+                let mut t = tick();
+                t.held_since = crate::clock::format(base - time::Duration::seconds(i * 97 + 250));
+                if i % 7 == 0 {
+                    t.held_since = "whenever".into();
+                }
+                Arc::new(TickPart {
+                    file: format!("{i:012x}"),
+                    tick: Arc::new(crate::packed::PackedTick::pack(&t)),
+                    rows: Rows::default(),
+                    events: vec![
+                        EventLine::new("check", &t, &[("verdict", "red".into())]),
+                        EventLine::new("harvested", &t, &[]),
+                    ],
+                    keys: Vec::new(),
+                    expires: None,
+                    volatile: false,
+                    triggered: Vec::new(),
+                    state_digest: 0,
+                })
+            })
+            .collect();
+        let e = Evaluation::new(parts, true, 1, None, None);
+        let mut templates = EventTemplates::default();
+        for secs in [0, 1, 49, 50, 51, 3_000, 90_000, 86_400 * 40, 3] {
+            let now = base + time::Duration::seconds(secs) + time::Duration::milliseconds(secs);
+            let (ts, now_ns) = (crate::clock::format(now), now.unix_timestamp_nanos());
+            let mut want = String::new();
+            for ev in e.parts.iter().flat_map(|p| p.events.iter()) {
+                ev.write(&mut want, &ts, now_ns);
+            }
+            let mut pieces = Vec::new();
+            e.write_event_lines(now, &mut templates, &mut |p| pieces.push(p.to_string()));
+            assert!(pieces.len() > 1, "in pieces");
+            assert!(pieces.iter().all(|p| p.ends_with('\n')), "each ends a line");
+            assert_eq!(pieces.concat(), want, "at +{secs} s");
+        }
     }
 
     #[test]

@@ -35,6 +35,18 @@ pub fn age_bucket_of(secs: i64) -> &'static str {
     }
 }
 
+/// The first instant (nanoseconds since the epoch) at which the age bucket of something held
+/// since `then_ns` reads differently than at `now_ns` ([`age_bucket_of`] of the whole seconds
+/// between them, truncated toward zero); `i128::MAX` once it is `year+` for good.
+pub fn age_bucket_ends(then_ns: i128, now_ns: i128) -> i128 {
+    const BOUNDS: [i128; 6] = [300, 3_600, 86_400, 7 * 86_400, 30 * 86_400, 365 * 86_400];
+    let secs = (now_ns - then_ns) / 1_000_000_000;
+    BOUNDS
+        .iter()
+        .find(|&&b| secs < b)
+        .map_or(i128::MAX, |b| then_ns + b * 1_000_000_000)
+}
+
 /// A tick-scoped event line: `op`, `ts`, `tick_id`, and each optional field when it applies.
 pub fn tick_event(op: &str, tick: &Tick, now: OffsetDateTime) -> String {
     proto::json::compact(&Value::Object(tick_event_fields(op, tick, now)))

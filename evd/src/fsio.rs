@@ -239,13 +239,17 @@ pub fn sync_filesystem(dir: &Path, files: &[std::path::PathBuf]) -> io::Result<(
 
 /// Append `line` (which should end with `\n`) in one write, creating the file if needed.
 pub fn append(path: &Path, line: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
+    open_append(path)?.write_all(line)
+}
+
+/// Open `path` for appending (created 0644 if missing), never through a symlink.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    f.write_all(line)
+        .open(path)
 }
 
 /// Create a directory (and parents) unless it exists; refuse when it exists as a symlink.

@@ -121,6 +121,8 @@ pub struct Store {
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
     /// unchanged verdict is not rewritten.
     pub state_written: crate::check_memo::StateWritten,
+    /// The event template of the last check (see [`crate::check_memo::EventTemplates`]).
+    pub event_templates: crate::check_memo::EventTemplates,
     /// Whether the previous daemon's record of the state files was taken (see
     /// [`Store::take_state_record`]).
     state_record_taken: bool,
@@ -228,6 +230,7 @@ impl Store {
             state_written: Default::default(),
             state_read_ahead: Default::default(),
             state_record_taken: false,
+            event_templates: Default::default(),
             verdicts: None,
             verdicts_from: 0,
             evaluations: 0,
@@ -1359,6 +1362,23 @@ impl Store {
         let mut l = line.to_string();
         l.push('\n');
         self.append_events(&l);
+    }
+
+    /// Append newline-terminated lines to `results/events.jsonl` as `write` hands them over,
+    /// each piece in one write (pieces end at a line's end). Best-effort: after a failed write
+    /// nothing more is written.
+    pub fn append_events_with(&self, write: impl FnOnce(&mut dyn FnMut(&str))) {
+        let results = self.results_dir();
+        if fsio::ensure_dir(&results).is_err() {
+            return;
+        }
+        let Ok(mut f) = fsio::open_append(&results.join("events.jsonl")) else {
+            return;
+        };
+        let mut ok = true;
+        write(&mut |piece: &str| {
+            ok = ok && std::io::Write::write_all(&mut f, piece.as_bytes()).is_ok();
+        });
     }
 
     /// Append newline-terminated lines to `results/events.jsonl` in one write. Best-effort.

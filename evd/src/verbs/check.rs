@@ -424,16 +424,20 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     let started = Instant::now();
     let e = evaluated(store, req)?;
     let now = crate::clock::now();
-    let mut lines = e.eval.event_lines(now);
     let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let mut run = Map::new();
     run.insert("decisions".into(), e.eval.decisions().into());
     run.insert("op".into(), "check-run".into());
     run.insert("ts".into(), crate::clock::format(now).into());
     run.insert("wall_ms".into(), wall_ms.into());
-    lines.push_str(&proto::json::compact(&Value::Object(run)));
-    lines.push('\n');
-    store.append_events(&lines);
+    let mut run = proto::json::compact(&Value::Object(run));
+    run.push('\n');
+    let mut templates = std::mem::take(&mut store.event_templates);
+    store.append_events_with(|sink| {
+        e.eval.write_event_lines(now, &mut templates, sink);
+        sink(&run);
+    });
+    store.event_templates = templates;
     Ok(answer(&e.eval, req, e.policy, e.reference, e.warnings))
 }
 
