@@ -127,9 +127,8 @@ pub struct Store {
     /// [`Store::take_state_record`]).
     state_record_taken: bool,
     /// State files read ahead for the evaluation under way (see `verbs::check`), by tick id:
-    /// what each says but its `computed_at`. Emptied when the evaluation ends.
-    pub state_read_ahead:
-        std::collections::HashMap<String, Option<serde_json::Map<String, serde_json::Value>>>,
+    /// the digest of what each says but its `computed_at`. Emptied when the evaluation ends.
+    pub state_read_ahead: std::collections::HashMap<String, Option<u64>>,
     /// Every test ground's label as a plain check last read it: `(tick, ground)` →
     /// `(decision, claim, label)`. `None` until the first evaluation.
     verdicts: Option<VerdictSnapshot>,
@@ -197,7 +196,7 @@ impl Drop for Store {
     fn drop(&mut self) {
         // Still holding the lock here: the fields drop after this.
         self.on_idle();
-        if self.lock.is_some() && !self.state_written.is_empty() {
+        if !self.state_written.is_empty() && self.lock_is_valid() {
             // Whatever someone else did to a state file and the watch saw is taken in first.
             self.state_watch.sync(&mut self.state_written);
             crate::state_record::save(&self.results_dir(), &self.state_written);
@@ -820,7 +819,8 @@ impl Store {
 
     /// Do the work [`Store::idle_work_at`] announced. Also run when the store is dropped.
     pub fn on_idle(&mut self) {
-        if self.ranges_unsaved.take().is_some() && self.lock.is_some() {
+        // Not into a store someone is removing (its lock file goes with it).
+        if self.ranges_unsaved.take().is_some() && self.lock_is_valid() {
             if let Some(memo) = &self.ranges {
                 crate::git_ranges::persist(&self.root, &self.results_dir(), memo);
             }

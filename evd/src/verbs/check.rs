@@ -192,11 +192,10 @@ fn write_state_as(
     // A file this store has no record of (a fresh daemon, or written by someone else) that
     // already says exactly this keeps its bytes and its `computed_at`: reading is cheaper than
     // rewriting, and the verdict did not change.
-    let on_disk = match store.state_read_ahead.remove(id) {
-        Some(said) => said,
-        None => read_state_file(&dir.join(&name)),
+    let same_on_disk = match store.state_read_ahead.remove(id) {
+        Some(said) => said.is_some_and(|d| d == state_digest(&body)),
+        None => read_state_file(&dir.join(&name)).is_some_and(|o| o == body),
     };
-    let same_on_disk = on_disk.is_some_and(|o| o == body);
     if same_on_disk {
         store.state_written.insert(id.to_string(), digest);
         return true;
@@ -237,6 +236,16 @@ fn read_state_file(path: &Path) -> Option<Map<String, Value>> {
     }
 }
 
+/// A digest of what a state file says but its `computed_at` (what is read ahead is kept as this
+/// alone: at 100,000 ticks the parsed files would be hundreds of megabytes).
+fn state_digest(said: &Map<String, Value>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // Keys come out sorted (no `preserve_order`): the same map, the same text.
+    serde_json::to_string(said).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
 /// Read, on a few threads, the state files of `ids` this store has no record of, for the
 /// evaluation about to compare them (a fresh daemon's first check compares thousands). A file
 /// the previous daemon recorded (see [`crate::state_record`]) and nobody touched since is not
@@ -256,7 +265,7 @@ fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
     /// What is known of one state file.
     enum Known {
         Recorded(u64),
-        Read(Option<Map<String, Value>>),
+        Read(Option<u64>),
     }
     let look = |chunk: &[&str]| -> Vec<(String, Known)> {
         chunk
@@ -268,7 +277,7 @@ fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
                 });
                 let known = match recorded {
                     Some(&(digest, _)) => Known::Recorded(digest),
-                    None => Known::Read(read_state_file(&path)),
+                    None => Known::Read(read_state_file(&path).map(|o| state_digest(&o))),
                 };
                 (id.to_string(), known)
             })
@@ -633,20 +642,20 @@ fn evaluate(
                         || store.state_written.get(packed.id()) == Some(&p.state_digest))
                     && (!head_moved || git.same_triggers(p))
             });
-            // A tick evaluated again is rebuilt whole for the evaluation (and dropped after it):
-            // those with test bindings now, for the trigger questions asked up front.
-            let tick = (kept.is_none() && packed.has_test_check()).then(|| Arc::new(packed.tick()));
-            (file, packed, kept, tick)
+            (file, packed, kept)
         })
         .collect();
-    let fresh = plan.iter().filter_map(|(_, _, _, t)| t.as_ref());
+    let fresh = plan
+        .iter()
+        .filter(|(_, _, kept)| kept.is_none())
+        .map(|(_, packed, _)| packed.as_ref());
     git.ask_ahead(store, fresh, basis);
     let unrecorded: Vec<&str> = plan
         .iter()
-        .filter(|(_, packed, kept, _)| {
+        .filter(|(_, packed, kept)| {
             kept.is_none() && !store.state_written.contains_key(packed.id())
         })
-        .map(|(_, packed, _, _)| packed.id())
+        .map(|(_, packed, _)| packed.id())
         .collect();
     read_state_files_ahead(store, unrecorded);
     let mut parts = Vec::with_capacity(plan.len());
@@ -655,14 +664,16 @@ fn evaluate(
     let mut complete = true;
     // Whether state files may be created: asked once, when the first one is written.
     let mut create = None;
-    for (file, packed, kept, tick) in plan {
+    for (file, packed, kept) in plan {
         if let Some(p) = kept {
             parts.push(Arc::clone(p));
             continue;
         }
         fresh_at.push(parts.len());
         let create = *create.get_or_insert_with(|| record && state_dir(store));
-        let tick = tick.unwrap_or_else(|| Arc::new(packed.tick()));
+        // Rebuilt whole for its evaluation, one at a time (and dropped after it): a first
+        // check of a large store never holds them all.
+        let tick = Arc::new(packed.tick());
         let (mut part, graded) = evaluate_tick(store, file, packed, &tick, &inputs, &mut git);
         let (written, digest) = write_state(
             store,
@@ -846,23 +857,24 @@ impl GitFacts {
     fn ask_ahead<'t>(
         &mut self,
         store: &mut Store,
-        ticks: impl Iterator<Item = &'t Arc<Tick>>,
+        ticks: impl Iterator<Item = &'t crate::packed::PackedTick>,
         basis: &Basis,
     ) {
         let mut todo: [Vec<(String, Vec<String>)>; 2] = [Vec::new(), Vec::new()];
         let mut seen = std::collections::HashSet::new();
         for tick in ticks {
-            for g in &tick.grounds {
-                let Some(Check::Test {
+            for g in tick.grounds() {
+                let crate::packed::CheckRef::Test {
                     reference,
                     verified_at_sha,
-                    liveness,
+                    triggered_by,
                     ..
-                }) = &g.check
+                } = g.check
                 else {
                     continue;
                 };
-                let paths = liveness.triggered_by.as_slice();
+                let paths: Vec<String> = triggered_by.iter().map(str::to_string).collect();
+                let paths = paths.as_slice();
                 let mut want = |which: usize, base: &str, this: &mut GitFacts| {
                     let (tip, memo) = this.memo(which == 1);
                     if tip.is_none() || memo.get(base).is_some_and(|m| m.contains_key(paths)) {
