@@ -20,6 +20,7 @@ pub mod limits;
 pub mod lint;
 pub mod lock;
 pub mod packed;
+pub mod par;
 pub mod paths;
 pub mod receipt_cache;
 pub mod receipts;

@@ -1421,36 +1421,10 @@ type ToLoad = (String, PathBuf, Option<fs::Metadata>);
 /// [`load`] each of `files`: on a few threads when there are many (the first scan of a large
 /// store reads and parses every tick). A file that vanished meanwhile is left out.
 fn load_all(files: Vec<ToLoad>) -> Vec<(String, Cached)> {
-    const PER_THREAD: usize = 512;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(files.len().div_ceil(PER_THREAD).max(1));
-    let one = |chunk: &[ToLoad]| -> Vec<Option<Cached>> {
-        chunk
-            .iter()
-            .map(|(n, p, m)| match m {
-                Some(m) => Some(load(p, n, m)),
-                None => load_unseen(p, n),
-            })
-            .collect()
-    };
-    let loaded: Vec<Option<Cached>> = if threads <= 1 {
-        one(&files)
-    } else {
-        let size = files.len().div_ceil(threads);
-        std::thread::scope(|s| {
-            let workers: Vec<_> = files
-                .chunks(size)
-                .map(|c| (c, s.spawn(move || one(c))))
-                .collect();
-            workers
-                .into_iter()
-                // A worker that panicked: its files are loaded here instead.
-                .flat_map(|(c, w)| w.join().unwrap_or_else(|_| one(c)))
-                .collect()
-        })
-    };
+    let loaded = crate::par::map(&files, 512, |(n, p, m)| match m {
+        Some(m) => Some(load(p, n, m)),
+        None => load_unseen(p, n),
+    });
     files
         .into_iter()
         .map(|(n, ..)| n)

@@ -251,47 +251,28 @@ fn state_digest(said: &Map<String, Value>) -> u64 {
 /// the previous daemon recorded (see [`crate::state_record`]) and nobody touched since is not
 /// read: what it says is known.
 fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
-    const PER_THREAD: usize = 256;
     if ids.is_empty() {
         return;
     }
     let record = store.take_state_record();
     let dir = store.results_dir().join("state");
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4)
-        .min(ids.len().div_ceil(PER_THREAD));
-    let size = ids.len().div_ceil(threads);
     /// What is known of one state file.
     enum Known {
         Recorded(u64),
         Read(Option<u64>),
     }
-    let look = |chunk: &[&str]| -> Vec<(String, Known)> {
-        chunk
-            .iter()
-            .map(|id| {
-                let path = dir.join(format!("{id}.json"));
-                let recorded = record.get(*id).filter(|(_, stamp)| {
-                    crate::state_record::Stamp::of(&path).as_ref() == Some(stamp)
-                });
-                let known = match recorded {
-                    Some(&(digest, _)) => Known::Recorded(digest),
-                    None => Known::Read(read_state_file(&path).map(|o| state_digest(&o))),
-                };
-                (id.to_string(), known)
-            })
-            .collect()
-    };
-    let known: Vec<_> = std::thread::scope(|s| {
-        let workers: Vec<_> = ids.chunks(size).map(|c| s.spawn(move || look(c))).collect();
-        // A worker that panicked reads nothing ahead: its files are read when compared.
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect()
+    let known = crate::par::map(&ids, 256, |id| {
+        let path = dir.join(format!("{id}.json"));
+        let recorded = record
+            .get(*id)
+            .filter(|(_, stamp)| crate::state_record::Stamp::of(&path).as_ref() == Some(stamp));
+        match recorded {
+            Some(&(digest, _)) => Known::Recorded(digest),
+            None => Known::Read(read_state_file(&path).map(|o| state_digest(&o))),
+        }
     });
-    for (id, k) in known {
+    for (id, k) in ids.into_iter().zip(known) {
+        let id = id.to_string();
         match k {
             Known::Recorded(digest) => {
                 store.state_written.insert(id, digest);
