@@ -1,6 +1,6 @@
 //! `evbench store`: what holding a large store costs, next to upstream `ev` 0.1.32.
 //!
-//! For each size (1k, 10k and 100k ticks; `--no-100k` skips the last) a store is generated and a
+//! For each size (1k, 10k and 100k ticks; `--no-100k` skips the last, `--only <size>` keeps one) a store is generated and a
 //! fresh evd of its own serves it, so that its memory is this one store's:
 //!
 //! - **RSS**: evd's VmRSS holding the store with its verdicts (after a check, a list and two
@@ -23,7 +23,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::{fmt_dur, fmt_kb, make_fixture, measure, proc_status_kb, Fixture, Report, Res, World};
+use super::{
+    fmt_dur, fmt_kb, make_fixture, measure, proc_status_kb, sizes, Fixture, Report, Res, World,
+};
 
 /// A size in kB as MiB, short enough for the summary table.
 fn mib(kb: Option<u64>) -> String {
@@ -212,12 +214,8 @@ fn one_size(w: &World, fx: &Fixture, report: &mut Report) -> Res<Line> {
 }
 
 pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
-    let mut sizes = vec![("1k", 1_000, 1), ("10k", 10_000, 2)];
-    if !std::env::args().skip(1).any(|a| a == "--no-100k") {
-        sizes.push(("100k", 100_000, 3));
-    }
     let mut lines = Vec::new();
-    for (label, ticks, seed) in sizes {
+    for (label, ticks, seed) in sizes()? {
         // One store at a time on disk: the 100k store is 400 MB of tick files.
         let fx = make_fixture(label, ticks, seed)?;
         lines.push(one_size(w, &fx, report)?);

@@ -560,32 +560,34 @@ struct Fixture {
     runs_verify: usize,
 }
 
-/// The 1k, 10k and 100k-tick fixtures; `--no-100k` leaves out the last, `--only <label>` keeps
-/// one.
-fn size_fixtures() -> Res<Vec<Fixture>> {
+/// The sizes asked for, as (label, ticks, seed): 1k, 10k and 100k; `--no-100k` leaves out the
+/// last, `--only <label>` keeps one (for a quick look while working on it).
+fn sizes() -> Res<Vec<(&'static str, usize, u64)>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    // `--only <label>` (1k, 10k or 100k): one size, for a quick look while working on it.
     let only = args
         .iter()
         .position(|a| a == "--only")
         .map(|i| args.get(i + 1).cloned().unwrap_or_default());
-    let wanted = |label: &str| only.as_deref().is_none_or(|o| o == label);
-    if let Some(o) = &only {
-        if !["1k", "10k", "100k"].contains(&o.as_str()) {
-            return Err(format!("--only takes 1k, 10k or 100k, not {o:?}"));
-        }
+    let all = [("1k", 1_000, 1), ("10k", 10_000, 2), ("100k", 100_000, 3)];
+    match only {
+        Some(o) => all
+            .into_iter()
+            .find(|(label, ..)| *label == o)
+            .map(|s| vec![s])
+            .ok_or_else(|| format!("--only takes 1k, 10k or 100k, not {o:?}")),
+        None => Ok(all
+            .into_iter()
+            .filter(|(label, ..)| *label != "100k" || !args.iter().any(|a| a == "--no-100k"))
+            .collect()),
     }
-    let mut fixtures = Vec::new();
-    if wanted("1k") {
-        fixtures.push(make_fixture("1k", 1_000, 1)?);
-    }
-    if wanted("10k") {
-        fixtures.push(make_fixture("10k", 10_000, 2)?);
-    }
-    if wanted("100k") && (only.is_some() || !args.iter().any(|a| a == "--no-100k")) {
-        fixtures.push(make_fixture("100k", 100_000, 3)?);
-    }
-    Ok(fixtures)
+}
+
+/// The fixtures of [`sizes`].
+fn size_fixtures() -> Res<Vec<Fixture>> {
+    sizes()?
+        .into_iter()
+        .map(|(label, ticks, seed)| make_fixture(label, ticks, seed))
+        .collect()
 }
 
 fn make_fixture(label: &'static str, ticks: usize, seed: u64) -> Res<Fixture> {
