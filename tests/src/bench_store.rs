@@ -1,7 +1,8 @@
 //! `evbench store`: what holding a large store costs, next to upstream `ev` 0.1.32.
 //!
-//! For each size (1k, 10k and 100k ticks; `--no-100k` skips the last, `--only <size>` keeps one) a store is generated and a
-//! fresh evd of its own serves it, so that its memory is this one store's:
+//! For each size (1k, 10k and 100k ticks; `--no-100k` skips the last, `--only <size>` keeps
+//! one) a store is generated and a fresh evd of its own serves it, so that its memory is this
+//! one store's:
 //!
 //! - **RSS**: evd's VmRSS holding the store with its verdicts (after a check, a list and two
 //!   verifies), and its peak (VmHWM);
