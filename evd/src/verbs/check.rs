@@ -134,23 +134,10 @@ fn state_body(
     o
 }
 
-/// Write a tick's state file unless this store already wrote the same verdicts there: a
-/// verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
-/// `create`: a real check makes `results/state/` and new files; a background re-evaluation only
-/// rewrites files that exist (it never resurrects a store being removed, nor writes a file for
-/// a tick no check has seen); with it, `results/state/` is there ([`state_dir`]). Returns
-/// whether the file now holds these verdicts.
-fn write_state(
-    store: &mut Store,
-    tick: &Tick,
-    graded: &[Graded],
-    policy: &str,
-    sha: Option<&str>,
-    create: bool,
-) -> (bool, u64) {
+/// What a state file says but the time, as a digest: the tick (content-addressed), each
+/// verdict, the reference. A state file this store wrote with the same digest needs no write.
+fn verdicts_digest(tick: &Tick, graded: &[Graded], policy: &str, sha: Option<&str>) -> u64 {
     use std::hash::{Hash, Hasher};
-    // Everything the file says but the time: the tick (content-addressed), each verdict, the
-    // reference.
     let mut h = std::collections::hash_map::DefaultHasher::new();
     tick.id.hash(&mut h);
     tick.grounds.len().hash(&mut h);
@@ -160,14 +147,16 @@ fn write_state(
     }
     policy.hash(&mut h);
     sha.hash(&mut h);
-    let digest = h.finish();
-    (
-        write_state_as(store, tick, graded, policy, sha, create, digest),
-        digest,
-    )
+    h.finish()
 }
 
-fn write_state_as(
+/// Write a tick's state file unless this store already wrote the same verdicts there (`digest`,
+/// see [`verdicts_digest`]): a verdict that did not change keeps its file (and its `computed_at`, the time it was computed).
+/// `create`: a real check makes `results/state/` and new files; a background re-evaluation only
+/// rewrites files that exist (it never resurrects a store being removed, nor writes a file for
+/// a tick no check has seen); with it, `results/state/` is there ([`state_dir`]). Returns
+/// whether the file now holds these verdicts.
+fn write_state(
     store: &mut Store,
     tick: &Tick,
     graded: &[Graded],
@@ -656,14 +645,9 @@ fn evaluate(
         // check of a large store never holds them all.
         let tick = Arc::new(packed.tick());
         let (mut part, graded) = evaluate_tick(store, file, packed, &tick, &inputs, &mut git);
-        let (written, digest) = write_state(
-            store,
-            &tick,
-            &graded,
-            &basis.policy,
-            basis.reference.as_deref(),
-            create,
-        );
+        let (policy, sha) = (&basis.policy, basis.reference.as_deref());
+        let digest = verdicts_digest(&tick, &graded, policy, sha);
+        let written = write_state(store, &tick, &graded, policy, sha, create, digest);
         complete &= written;
         part.state_digest = digest;
         parts.push(Arc::new(part));
