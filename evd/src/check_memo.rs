@@ -269,7 +269,7 @@ pub struct EventTemplates(Option<(u64, Arc<EventTemplate>)>);
 pub struct EventTemplate {
     text: String,
     /// Where each `ts` value goes in `text`, ascending.
-    holes: Vec<u32>,
+    holes: Vec<usize>,
     /// The span of time (nanoseconds since the epoch) in which every `age` bucket reads as
     /// written: from when it was made until the first bucket moves.
     from_ns: i128,
@@ -627,26 +627,10 @@ impl Evaluation {
         sink: &mut dyn FnMut(&str),
     ) {
         let ts = crate::clock::format(now);
-        let now_ns = now.unix_timestamp_nanos();
-        let Some(t) = self.event_template(now_ns, templates) else {
-            // Too large to place in a template (over 4 GiB): line by line.
-            let mut out = String::new();
-            for e in self.parts.iter().flat_map(|p| p.events.iter()) {
-                e.write(&mut out, &ts, now_ns);
-                if out.len() >= EVENT_CHUNK {
-                    sink(&out);
-                    out.clear();
-                }
-            }
-            if !out.is_empty() {
-                sink(&out);
-            }
-            return;
-        };
+        let t = self.event_template(now.unix_timestamp_nanos(), templates);
         let mut out = String::with_capacity(EVENT_CHUNK + 1024);
         let mut at = 0usize;
         for &hole in &t.holes {
-            let hole = hole as usize;
             out.push_str(t.text.get(at..hole).unwrap_or_default());
             out.push_str(&ts);
             at = hole;
@@ -666,26 +650,12 @@ impl Evaluation {
         }
     }
 
-    /// Every event line for a check at `now`, newline-terminated, in one string.
-    pub fn event_lines(&self, now: OffsetDateTime) -> String {
-        let mut out = String::new();
-        self.write_event_lines(now, &mut EventTemplates::default(), &mut |piece| {
-            out.push_str(piece)
-        });
-        out
-    }
-
     /// The event template for a check at `now_ns`: the one in `templates` when it was made
-    /// from these renderings and no `age` bucket moved since, else a new one (kept there);
-    /// `None` when the lines are too large for one.
-    fn event_template(
-        &self,
-        now_ns: i128,
-        templates: &mut EventTemplates,
-    ) -> Option<Arc<EventTemplate>> {
+    /// from these renderings and no `age` bucket moved since, else a new one (kept there).
+    fn event_template(&self, now_ns: i128, templates: &mut EventTemplates) -> Arc<EventTemplate> {
         if let Some((id, t)) = templates.0.as_ref() {
             if *id == self.renderings.id && t.from_ns <= now_ns && now_ns < t.until_ns {
-                return Some(Arc::clone(t));
+                return Arc::clone(t);
             }
         }
         // The old one goes before the new one is made.
@@ -695,13 +665,12 @@ impl Evaluation {
         let mut until_ns = i128::MAX;
         for e in self.parts.iter().flat_map(|p| p.events.iter()) {
             e.write_without_ts(&mut text, now_ns);
-            holes.push(u32::try_from(text.len()).ok()?);
+            holes.push(text.len());
             e.write_after_ts(&mut text);
             if let Some(then) = e.held_since {
                 until_ns = until_ns.min(crate::events::age_bucket_ends(then, now_ns));
             }
         }
-        u32::try_from(text.len()).ok()?;
         let t = Arc::new(EventTemplate {
             text,
             holes,
@@ -709,7 +678,7 @@ impl Evaluation {
             until_ns,
         });
         templates.0 = Some((self.renderings.id, Arc::clone(&t)));
-        Some(t)
+        t
     }
 }
 
@@ -749,6 +718,8 @@ impl EventLine {
         }
     }
 
+    /// The whole line, written directly (what the template must equal, in the tests).
+    #[cfg(test)]
     fn write(&self, out: &mut String, ts: &str, now_ns: i128) {
         self.write_without_ts(out, now_ns);
         out.push_str(ts);
