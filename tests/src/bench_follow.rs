@@ -41,7 +41,8 @@ use proto::rpc::WatchEvent;
 use serde_json::Value;
 
 use super::{
-    fmt_dur, load_average, percentile, size_fixtures, stats, Daemon, Fixture, Report, Res, World,
+    fmt_dur, git_output, load_average, percentile, size_fixtures, stats, Daemon, Fixture, Report,
+    Res, World,
 };
 
 /// Whether `evbench follow` was asked for.
@@ -223,30 +224,18 @@ fn wait_state(g: &Ground, want: &str, t0: Instant) -> Option<Duration> {
 
 /// `git <args>` in `root`, the bench's environment and a fixed identity; stdout when it worked.
 fn git(w: &World, root: &Path, args: &[&str]) -> Res<String> {
-    let out = w
-        .command(Path::new("git"))
-        .current_dir(root)
-        .args([
-            "-c",
-            "user.name=evbench",
-            "-c",
-            "user.email=evbench@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-        ])
-        .args(args)
-        .output()
-        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let mut cmd = w.command(Path::new("git"));
+    cmd.current_dir(root).args([
+        "-c",
+        "user.name=evbench",
+        "-c",
+        "user.email=evbench@example.invalid",
+        "-c",
+        "commit.gpgsign=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]);
+    git_output(&mut cmd, args).map(|out| out.trim().to_string())
 }
 
 /// Append a line to `rel`, stage it and commit; the instant `git commit` returned.

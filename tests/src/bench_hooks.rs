@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{fmt_dur, size_fixtures, stats, Fixture, Report, Res, World};
+use super::{fmt_dur, git_output, size_fixtures, stats, Fixture, Report, Res, World};
 
 /// Whether `evbench hooks` was asked for.
 pub fn selected() -> bool {
@@ -53,19 +53,7 @@ fn git(w: &World, root: &Path) -> Command {
 }
 
 fn git_ok(w: &World, root: &Path, args: &[&str]) -> Res<()> {
-    let out = git(w, root)
-        .args(args)
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
-    if !out.status.success() {
-        return Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(())
+    git_output(&mut git(w, root), args).map(|_| ())
 }
 
 /// Time one `git commit` of a freshly staged change; with the hook unless `no_verify`.

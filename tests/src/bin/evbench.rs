@@ -114,6 +114,24 @@ struct Stats {
 }
 
 /// Nearest-rank percentile of sorted samples.
+/// `cmd` (a git command, its directory and environment set) run with `args`: its stdout when it
+/// worked, else an error naming the command and what git said.
+fn git_output(cmd: &mut Command, args: &[&str]) -> Res<String> {
+    let out = cmd
+        .args(args)
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let n = sorted.len();
     let rank = ((p / 100.0) * n as f64).ceil() as usize;
