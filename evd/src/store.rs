@@ -167,15 +167,17 @@ pub struct Store {
 /// The current view: `(file name, tick)`, newest first.
 pub type CurrentView = Vec<(String, Arc<PackedTick>)>;
 
-/// tick id → its decision and, per test ground, `(ground index, claim, label)` as a plain check
-/// last read it.
-pub type VerdictSnapshot = std::collections::HashMap<Box<str>, KnownTick>;
+/// tick id → its part of the last plain evaluation folded in (its tick, and a row with the
+/// label of each test ground), for ticks with a test ground. The parts are the evaluations'
+/// own: the snapshot holds no text of its own.
+pub type VerdictSnapshot = std::collections::HashMap<Box<str>, Arc<crate::check_memo::TickPart>>;
 
-/// One tick's part of the [`VerdictSnapshot`].
-#[derive(Debug, Default)]
-pub struct KnownTick {
-    decision: Box<str>,
-    grounds: Vec<(usize, Box<str>, Box<str>)>,
+/// The label a part's row gives ground `gi`, if it has a row for it.
+fn label_of(part: &crate::check_memo::TickPart, gi: usize) -> Option<&str> {
+    part.rows
+        .iter()
+        .find(|r| r.ground_index == gi)
+        .map(|r| &*r.label)
 }
 
 /// The entries of `ticks/`, as listed fresh for the audit.
@@ -875,92 +877,71 @@ impl Store {
         self.verdicts_from = serial;
     }
 
-    /// Fold a plain evaluation's labels — every test ground in view: `(tick, ground, decision,
-    /// claim, label)` — into the snapshot and say what changed (grounds no longer seen have left
-    /// the view). With `only`, `seen` holds every test ground of those ticks alone, and nothing
-    /// else in the snapshot moved. The first evaluation only sets the baseline. Costs no
-    /// allocation for a ground whose label did not move.
+    /// Fold a plain evaluation's parts into the snapshot and say which test grounds' labels
+    /// changed (grounds no longer seen have left the view). With `only`, `folded` holds the
+    /// parts of the ticks evaluated again alone, and nothing else in the snapshot moved. The
+    /// first evaluation only sets the baseline. Costs no allocation for a part whose labels did
+    /// not move.
     pub fn update_verdicts(
         &mut self,
-        seen: &[(&str, usize, &str, &str, &str)],
-        only: Option<&[&str]>,
+        folded: &[&Arc<crate::check_memo::TickPart>],
+        only: bool,
     ) -> Vec<proto::rpc::VerdictChange> {
         use proto::rpc::VerdictChange;
         let baseline = self.verdicts.is_none();
         let snap = self.verdicts.get_or_insert_with(Default::default);
         let mut changes = Vec::new();
-        for &(tick, gi, decision, claim, label) in seen {
-            let known = snap
-                .get(tick)
-                .and_then(|k| k.grounds.iter().find(|g| g.0 == gi));
-            if known.is_some_and(|k| &*k.2 == label) {
+        let change =
+            |part: &crate::check_memo::TickPart, gi: usize, old: Option<&str>, new| VerdictChange {
+                tick_id: part.tick.id().to_string(),
+                ground_index: gi,
+                decision: part.tick.decision().to_string(),
+                claim: part.tick.ground_text(gi).0.to_string(),
+                old: old.map(str::to_string),
+                new,
+            };
+        for &part in folded {
+            let id = part.tick.id();
+            let old = snap.get(id);
+            if old.is_some_and(|o| Arc::ptr_eq(o, part)) {
                 continue;
             }
-            let entry = snap.entry(tick.into()).or_default();
-            if &*entry.decision != decision {
-                entry.decision = decision.into();
-            }
-            let fresh = (gi, claim.into(), label.into());
-            let old = match entry.grounds.iter_mut().find(|g| g.0 == gi) {
-                Some(g) => Some(std::mem::replace(g, fresh).2),
-                None => {
-                    entry.grounds.push(fresh);
-                    None
+            for r in part.rows.iter() {
+                let was = old.and_then(|o| label_of(o, r.ground_index));
+                if was != Some(&*r.label) {
+                    changes.push(change(part, r.ground_index, was, Some(r.label.to_string())));
                 }
-            };
-            changes.push(VerdictChange {
-                tick_id: tick.to_string(),
-                ground_index: gi,
-                decision: decision.to_string(),
-                claim: claim.to_string(),
-                old: old.map(String::from),
-                new: Some(label.to_string()),
+            }
+            if let Some(o) = old {
+                for r in o.rows.iter() {
+                    if label_of(part, r.ground_index).is_none() {
+                        changes.push(change(o, r.ground_index, Some(&r.label), None));
+                    }
+                }
+            }
+            if part.rows.is_empty() {
+                snap.remove(id);
+            } else if old.is_some() {
+                if let Some(slot) = snap.get_mut(id) {
+                    *slot = Arc::clone(part);
+                }
+            } else {
+                snap.insert(id.into(), Arc::clone(part));
+            }
+        }
+        if !only {
+            // Ticks no longer in view leave the snapshot, with every ground they had.
+            let in_view: std::collections::HashSet<&str> =
+                folded.iter().map(|p| p.tick.id()).collect();
+            snap.retain(|id, o| {
+                if in_view.contains(&**id) {
+                    return true;
+                }
+                for r in o.rows.iter() {
+                    changes.push(change(o, r.ground_index, Some(&r.label), None));
+                }
+                false
             });
-        }
-        let in_view: std::collections::HashSet<(&str, usize)> =
-            seen.iter().map(|&(t, g, ..)| (t, g)).collect();
-        // A tick's grounds no longer in view leave the snapshot; says whether none is left.
-        let mut drop_unseen = |tick: &str, known: &mut KnownTick| {
-            let mut i = 0;
-            while i < known.grounds.len() {
-                let gi = known.grounds[i].0;
-                if in_view.contains(&(tick, gi)) {
-                    i += 1;
-                    continue;
-                }
-                let (_, claim, label) = known.grounds.swap_remove(i);
-                changes.push(VerdictChange {
-                    tick_id: tick.to_string(),
-                    ground_index: gi,
-                    decision: known.decision.to_string(),
-                    claim: claim.into(),
-                    old: Some(label.into()),
-                    new: None,
-                });
-            }
-            known.grounds.is_empty()
-        };
-        let mut emptied: Vec<Box<str>> = Vec::new();
-        match only {
-            None => {
-                for (tick, known) in snap.iter_mut() {
-                    if drop_unseen(tick, known) {
-                        emptied.push(tick.clone());
-                    }
-                }
-            }
-            Some(ticks) => {
-                for &tick in ticks {
-                    if let Some(known) = snap.get_mut(tick) {
-                        if drop_unseen(tick, known) {
-                            emptied.push(tick.into());
-                        }
-                    }
-                }
-            }
-        }
-        for tick in emptied {
-            snap.remove(&tick);
         }
         if baseline {
             Vec::new()

@@ -184,6 +184,29 @@ impl Watch {
         }
         panic!("no pushed change to {label}");
     }
+
+    /// Every pushed change until one of each of `wanted` was seen (bounded wait): the first
+    /// change each predicate accepts, in the order of `wanted`.
+    fn expect_all(&self, wanted: &[&dyn Fn(&serde_json::Value) -> bool]) -> Vec<serde_json::Value> {
+        let mut found: Vec<Option<serde_json::Value>> = vec![None; wanted.len()];
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while found.iter().any(Option::is_none) && std::time::Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+                if v["kind"] != "changed" {
+                    continue;
+                }
+                if let Some(i) = (0..wanted.len()).find(|&i| found[i].is_none() && wanted[i](&v)) {
+                    found[i] = Some(v);
+                }
+            }
+        }
+        found
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| v.unwrap_or_else(|| panic!("no pushed change matched wanted[{i}]")))
+            .collect()
+    }
 }
 
 impl Drop for Watch {
@@ -244,6 +267,49 @@ fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_
     assert_eq!(
         std::fs::read_to_string(&state).expect("state file"),
         state_before
+    );
+}
+
+/// A superseded decision's test ground leaves the watch (`new` is null, with the label it had),
+/// and its successor's ground enters it (`old` is null).
+#[test]
+fn a_superseded_decision_leaves_the_watch_and_its_successor_enters() {
+    let w = World::new();
+    let (repo, id) = setup(&w);
+    append_receipt(&repo, &repo.head());
+    assert!(w
+        .evctl(repo.path(), &["check"])
+        .ok()
+        .stdout
+        .starts_with("green\t"));
+    let watch = Watch::start(&w, &repo);
+    std::thread::sleep(Duration::from_millis(300));
+    let r = w
+        .evctl(
+            repo.path(),
+            &[
+                "supersede",
+                &id,
+                "--authority",
+                "agent-disposable",
+                "--blame",
+                "b",
+            ],
+        )
+        .ok();
+    let out = w.evctl(repo.path(), &["check"]).ok().stdout;
+    assert!(!out.contains(&id), "{r:?}\n{out}");
+    let left = |v: &serde_json::Value| v["tick_id"] == id.as_str() && v["new"].is_null();
+    let entered = |v: &serde_json::Value| v["tick_id"] != id.as_str() && v["old"].is_null();
+    let seen = watch.expect_all(&[&left, &entered]);
+    assert_eq!(seen[0]["old"], "green", "{seen:?}");
+    assert_eq!(seen[0]["decision"], "no Redis", "{seen:?}");
+    assert_eq!(seen[0]["claim"], "db coordinates pods", "{seen:?}");
+    assert_eq!(seen[1]["new"], "green", "{seen:?}");
+    assert_eq!(seen[1]["ground_index"], 0, "{seen:?}");
+    assert!(
+        out.contains(seen[1]["tick_id"].as_str().unwrap_or("?")),
+        "{out}"
     );
 }
 

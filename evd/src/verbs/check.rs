@@ -686,24 +686,8 @@ fn evaluate(
         } else {
             e.parts.iter().collect()
         };
-        let seen: Vec<(&str, usize, &str, &str, &str)> = folded
-            .iter()
-            .flat_map(|p| {
-                p.rows.iter().map(|r| {
-                    (
-                        p.tick.id(),
-                        r.ground_index,
-                        p.tick.decision(),
-                        p.tick.ground_text(r.ground_index).0,
-                        &*r.label,
-                    )
-                })
-            })
-            .collect();
         if !(only_fresh && folded.is_empty()) {
-            let only: Option<Vec<&str>> =
-                only_fresh.then(|| folded.iter().map(|p| p.tick.id()).collect());
-            let changes = store.update_verdicts(&seen, only.as_deref());
+            let changes = store.update_verdicts(&folded, only_fresh);
             store.pending_changes.extend(changes);
         }
         store.fold_verdicts_from(e.serial);
