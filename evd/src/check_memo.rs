@@ -16,8 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use proto::rpc::{CheckRow, PlainRows, RowTable, Tally};
-use proto::Tick;
-use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::dirwatch::{Changes, DirWatch};
@@ -55,8 +53,10 @@ pub struct TickPart {
     /// One row per test ground, kept without what the tick and `file` already say
     /// ([`TickPart::rows`] rebuilds them whole).
     pub rows: Rows,
-    /// Its `harvested` and `check` events, in order.
-    pub events: Vec<EventLine>,
+    /// What its `check` event says besides the tick (none when it has no test ground). Its
+    /// `harvested` events are its harvested rows': the event lines are written from these and
+    /// the tick when they are needed, not kept.
+    pub check_event: Option<CheckEvent>,
     /// The receipt keys of its test grounds: what can change it, besides the tick itself and
     /// the basis.
     pub keys: Vec<String>,
@@ -70,6 +70,25 @@ pub struct TickPart {
     /// Each trigger question its verdicts rest on: `(triggered_by, receipt commit, touched)`.
     /// After HEAD moves, the part is kept only if every answer is still the same.
     pub triggered: Vec<(Box<[String]>, String, bool)>,
+}
+
+/// The roll-up a part's `check` event reports: the worst label of its test grounds, the stale
+/// label it masks, and the worst label a memo replaced. Each text is the shared copy.
+#[derive(Debug, Clone)]
+pub struct CheckEvent {
+    pub verdict: Arc<str>,
+    pub masked_stale: Option<Arc<str>>,
+    pub suppressed_from: Option<Arc<str>>,
+}
+
+impl CheckEvent {
+    pub fn new(verdict: &str, masked_stale: Option<&str>, suppressed_from: Option<&str>) -> Self {
+        CheckEvent {
+            verdict: shared(verdict),
+            masked_stale: masked_stale.map(shared),
+            suppressed_from: suppressed_from.map(shared),
+        }
+    }
 }
 
 /// A part's check rows as an evaluation keeps them.
@@ -663,13 +682,8 @@ impl Evaluation {
         let mut text = String::new();
         let mut holes = Vec::new();
         let mut until_ns = i128::MAX;
-        for e in self.parts.iter().flat_map(|p| p.events.iter()) {
-            e.write_without_ts(&mut text, now_ns);
-            holes.push(text.len());
-            e.write_after_ts(&mut text);
-            if let Some(then) = e.held_since {
-                until_ns = until_ns.min(crate::events::age_bucket_ends(then, now_ns));
-            }
+        for p in &self.parts {
+            p.write_events(&mut text, &mut holes, now_ns, &mut until_ns);
         }
         let t = Arc::new(EventTemplate {
             text,
@@ -682,71 +696,139 @@ impl Evaluation {
     }
 }
 
-/// A tick-scoped event line without its time: the `age` bucket and `ts` are filled in when the
-/// line is written (keys stay sorted: `age` sorts first; only `verdict` sorts after `ts`).
-#[derive(Debug, Clone)]
-pub struct EventLine {
-    /// `held_since` in nanoseconds since the epoch, when it parses.
-    held_since: Option<i128>,
-    /// The line without `{`, its `age` and its `ts`: from the first key after `age` up to and
-    /// including the comma before `"ts"` (`head`), then after the `ts` value up to and
-    /// including the closing brace.
-    text: Box<str>,
-    /// Where the head ends in `text`.
-    split: usize,
+impl TickPart {
+    /// Its event lines for a check at `now_ns` (its `harvested` events, then its `check`
+    /// event), each with an empty `ts` value whose place is pushed to `holes`. `until_ns` is
+    /// lowered to when an `age` written here would read differently.
+    fn write_events(
+        &self,
+        out: &mut String,
+        holes: &mut Vec<usize>,
+        now_ns: i128,
+        until_ns: &mut i128,
+    ) {
+        let Some(check) = &self.check_event else {
+            return;
+        };
+        let held = crate::clock::parse(self.tick.held_since()).map(|t| t.unix_timestamp_nanos());
+        if let Some(then) = held {
+            *until_ns = (*until_ns).min(crate::events::age_bucket_ends(then, now_ns));
+        }
+        let line = TickEventLine::of(
+            &self.tick,
+            held.map(|then| {
+                // Whole seconds, truncated toward zero, as `Duration::whole_seconds`.
+                let secs = (now_ns - then) / 1_000_000_000;
+                crate::events::age_bucket_of(i64::try_from(secs).unwrap_or(if secs < 0 {
+                    i64::MIN
+                } else {
+                    i64::MAX
+                }))
+            }),
+        );
+        for r in self.rows.iter().filter(|r| r.harvested) {
+            line.write(out, holes, "harvested", &[("verdict", &r.event_label)]);
+        }
+        let mut extra = [("verdict", &*check.verdict), ("", ""), ("", "")];
+        let mut n = 1;
+        for (key, value) in [
+            ("masked_stale", &check.masked_stale),
+            ("suppressed_from", &check.suppressed_from),
+        ] {
+            if let Some(v) = value {
+                extra[n] = (key, v);
+                n += 1;
+            }
+        }
+        line.write(out, holes, "check", extra.get(..n).unwrap_or_default());
+    }
 }
 
-const TS_MARK: &str = "\"ts\":\"@ts@\"";
+/// The fields a tick gives each of its event lines (what [`crate::events::tick_event_fields`]
+/// takes from a tick), read from the packed tick, to write lines in sorted-key order without
+/// building a JSON map.
+struct TickEventLine<'t> {
+    fields: [(&'static str, &'t str); 6],
+    len: usize,
+    /// The rare `source_ref` key, made once for all the tick's lines.
+    source_ref: Option<String>,
+}
 
-impl EventLine {
-    pub fn new(op: &str, tick: &Tick, extra: &[(&str, String)]) -> EventLine {
-        let mut o = crate::events::tick_event_fields(op, tick, OffsetDateTime::UNIX_EPOCH);
-        o.remove("age");
-        o.insert("ts".into(), "@ts@".into());
-        for (k, x) in extra {
-            o.insert((*k).to_string(), x.as_str().into());
+impl<'t> TickEventLine<'t> {
+    fn of(tick: &'t crate::packed::PackedTick, age: Option<&'static str>) -> Self {
+        let mut line = TickEventLine {
+            fields: [("", ""); 6],
+            len: 0,
+            source_ref: tick.source_ref_key(),
+        };
+        let mut put = |k: &'static str, v: &'t str| {
+            line.fields[line.len] = (k, v);
+            line.len += 1;
+        };
+        put("tick_id", tick.id());
+        if !tick.parent_id().is_empty() {
+            put("parent_id", tick.parent_id());
         }
-        let line = proto::json::compact(&Value::Object(o));
-        // `op` and `tick_id` always precede `ts`, so the mark is never the first key.
-        let at = line.rfind(TS_MARK).unwrap_or(line.len());
-        let head = line.get(1..at).unwrap_or_default();
-        let tail = line.get(at + TS_MARK.len()..).unwrap_or("}");
-        EventLine {
-            held_since: crate::clock::parse(&tick.held_since).map(|t| t.unix_timestamp_nanos()),
-            text: format!("{head}{tail}").into(),
-            split: head.len(),
+        if let Some(a) = age {
+            put("age", a);
         }
+        if let Some(s) = tick.supersedes() {
+            put("supersedes", s);
+        }
+        if let Some(r) = tick.ratifies() {
+            put("ratifies", r);
+        }
+        line
     }
 
-    /// The whole line, written directly (what the template must equal, in the tests).
-    #[cfg(test)]
-    fn write(&self, out: &mut String, ts: &str, now_ns: i128) {
-        self.write_without_ts(out, now_ns);
-        out.push_str(ts);
-        self.write_after_ts(out);
-    }
-
-    /// The line up to its `ts` value.
-    fn write_without_ts(&self, out: &mut String, now_ns: i128) {
+    /// One line: these fields, `op`, `extra` and an empty `ts` (its place pushed to `holes`),
+    /// as compact JSON with sorted keys, newline-terminated.
+    fn write(&self, out: &mut String, holes: &mut Vec<usize>, op: &str, extra: &[(&str, &str)]) {
+        let mut all: [(&str, &str); 12] = [("", ""); 12];
+        let mut n = 0;
+        let fixed = self.fields.get(..self.len).unwrap_or_default();
+        let rare = self.source_ref.as_deref().map(|k| ("source_ref", k));
+        for (k, v) in fixed
+            .iter()
+            .copied()
+            .chain(rare)
+            .chain([("op", op), ("ts", "")])
+            .chain(extra.iter().copied())
+        {
+            if let Some(slot) = all.get_mut(n) {
+                *slot = (k, v);
+                n += 1;
+            }
+        }
+        let all = all.get_mut(..n).unwrap_or_default();
+        all.sort_unstable_by_key(|(k, _)| *k);
         out.push('{');
-        if let Some(then) = self.held_since {
-            // Whole seconds, truncated toward zero, as `Duration::whole_seconds`.
-            let secs = (now_ns - then) / 1_000_000_000;
-            out.push_str("\"age\":\"");
-            out.push_str(crate::events::age_bucket_of(
-                i64::try_from(secs).unwrap_or(if secs < 0 { i64::MIN } else { i64::MAX }),
-            ));
-            out.push_str("\",");
+        for (i, (k, v)) in all.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            push_json_str(out, k);
+            out.push(':');
+            if *k == "ts" {
+                out.push('"');
+                holes.push(out.len());
+                out.push('"');
+            } else {
+                push_json_str(out, v);
+            }
         }
-        out.push_str(self.text.get(..self.split).unwrap_or(&self.text));
-        out.push_str("\"ts\":\"");
+        out.push_str("}\n");
     }
+}
 
-    /// The line after its `ts` value.
-    fn write_after_ts(&self, out: &mut String) {
+/// `s` as a JSON string, exactly as serde_json writes it.
+fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.push('"');
-        out.push_str(self.text.get(self.split..).unwrap_or_default());
-        out.push('\n');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).unwrap_or_default());
     }
 }
 
@@ -917,6 +999,8 @@ const ABSORB_EVERY: usize = 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proto::Tick;
+    use serde_json::Value;
 
     fn tick() -> Tick {
         let text = r#"{"blame":"x","decision":"d","grounds":[],"held_since":"2026-01-01T00:00:00Z","id":"bbbbbbbbbbbb","observe":"","parent_id":"aaaaaaaaaaaa","status":"live"}"#;
@@ -947,40 +1031,118 @@ mod tests {
         assert_eq!(index.marks(3, |_| false), vec![0, 0, 0]);
     }
 
-    #[test]
-    fn an_event_template_writes_the_same_line_as_the_event_writer() {
-        let t = tick();
-        let now = crate::clock::parse("2026-03-01T12:00:00.5Z").expect("now");
-        let extra = [
-            ("verdict", "red".to_string()),
-            ("masked_stale", "stale:age".to_string()),
-        ];
-        let mut want = crate::events::tick_event_fields("check", &t, now);
-        for (k, v) in &extra {
-            want.insert((*k).into(), v.as_str().into());
+    /// A part of `t` with one row per `(harvested, event label)` and, when `check` is given,
+    /// that `check` event.
+    fn part_of(t: &Tick, rows: &[(bool, &str)], check: Option<CheckEvent>) -> TickPart {
+        TickPart {
+            file: t.id.clone(),
+            tick: Arc::new(crate::packed::PackedTick::pack(t)),
+            rows: Rows(
+                rows.iter()
+                    .enumerate()
+                    .map(|(i, (harvested, label))| Row {
+                        label: shared("green"),
+                        class: shared("clear"),
+                        event_label: shared(label),
+                        detail: "".into(),
+                        memo_reason: None,
+                        ground_index: i,
+                        harvested: *harvested,
+                        gating: false,
+                    })
+                    .collect(),
+            ),
+            check_event: check,
+            keys: Vec::new(),
+            expires: None,
+            volatile: false,
+            triggered: Vec::new(),
+            state_digest: 0,
         }
-        let want = format!("{}\n", proto::json::compact(&Value::Object(want)));
-        let mut got = String::new();
-        EventLine::new("check", &t, &extra).write(
-            &mut got,
-            &crate::clock::format(now),
+    }
+
+    /// What the event writer (`events::tick_event_fields`) says for `part` of `t` at `now`:
+    /// a `harvested` line per harvested row, then its `check` line.
+    fn written_by_the_event_writer(part: &TickPart, t: &Tick, now: OffsetDateTime) -> String {
+        let line = |op: &str, extra: &[(&str, &str)]| {
+            let mut o = crate::events::tick_event_fields(op, t, now);
+            for (k, v) in extra {
+                o.insert((*k).into(), (*v).into());
+            }
+            format!("{}\n", proto::json::compact(&Value::Object(o)))
+        };
+        let Some(check) = &part.check_event else {
+            return String::new();
+        };
+        let mut out = String::new();
+        for r in part.rows.iter().filter(|r| r.harvested) {
+            out.push_str(&line("harvested", &[("verdict", &r.event_label)]));
+        }
+        let mut extra = vec![("verdict", &*check.verdict)];
+        if let Some(m) = &check.masked_stale {
+            extra.push(("masked_stale", m));
+        }
+        if let Some(s) = &check.suppressed_from {
+            extra.push(("suppressed_from", s));
+        }
+        out.push_str(&line("check", &extra));
+        out
+    }
+
+    /// `part`'s lines as the template writes them, with `now`'s `ts` put in each hole.
+    fn written_by_the_template(part: &TickPart, now: OffsetDateTime) -> String {
+        let (mut text, mut holes, mut until) = (String::new(), Vec::new(), i128::MAX);
+        part.write_events(
+            &mut text,
+            &mut holes,
             now.unix_timestamp_nanos(),
+            &mut until,
         );
-        assert_eq!(got, want);
-        let mut unparsed = t.clone();
-        unparsed.held_since = "whenever".into();
-        let mut got = String::new();
-        EventLine::new("harvested", &unparsed, &[("verdict", "green".into())]).write(
-            &mut got,
-            &crate::clock::format(now),
-            now.unix_timestamp_nanos(),
+        let ts = crate::clock::format(now);
+        let mut out = String::new();
+        let mut at = 0;
+        for h in holes {
+            out.push_str(&text[at..h]);
+            out.push_str(&ts);
+            at = h;
+        }
+        out.push_str(&text[at..]);
+        out
+    }
+
+    #[test]
+    fn an_event_template_writes_the_same_lines_as_the_event_writer() {
+        let now = crate::clock::parse("2026-03-01T12:00:00.5Z").expect("now");
+        let mut t = tick();
+        let check = CheckEvent::new("red", Some("stale:age"), Some("red"));
+        let part = part_of(
+            &t,
+            &[(true, "green"), (false, "red"), (true, "stale:sha")],
+            Some(check),
         );
-        let mut want = crate::events::tick_event_fields("harvested", &unparsed, now);
-        want.insert("verdict".into(), "green".into());
-        assert_eq!(
-            got,
-            format!("{}\n", proto::json::compact(&Value::Object(want)))
+        let want = written_by_the_event_writer(&part, &t, now);
+        assert_eq!(want.lines().count(), 3, "two harvested lines and a check");
+        assert_eq!(written_by_the_template(&part, now), want);
+
+        // Without a parent, with every optional key, a held_since that does not parse, and
+        // texts JSON must escape.
+        t.parent_id = String::new();
+        t.held_since = "whenever".into();
+        t.supersedes = Some("cccccccccccc".into());
+        t.ratifies = Some("dddddddddddd".into());
+        t.source_ref = Some(proto::model::SourceRef::Text("R\"42\u{1}".into()));
+        let part = part_of(
+            &t,
+            &[(true, "gr\"een")],
+            Some(CheckEvent::new("green", None, None)),
         );
+        let want = written_by_the_event_writer(&part, &t, now);
+        assert!(want.contains("source_ref") && !want.contains("\"age\""));
+        assert_eq!(written_by_the_template(&part, now), want);
+
+        // A part without test grounds writes nothing.
+        let part = part_of(&t, &[], None);
+        assert_eq!(written_by_the_template(&part, now), "");
     }
 
     #[test]
@@ -988,38 +1150,34 @@ mod tests {
         // Ticks held since moments around every age boundary of the checks below, many enough
         // for several pieces.
         let base = crate::clock::parse("2026-03-01T12:00:00Z").expect("base");
-        let parts: Vec<Arc<TickPart>> = (0..4000)
+        let ticks: Vec<Tick> = (0..4000)
             .map(|i| {
                 let mut t = tick();
                 t.held_since = crate::clock::format(base - time::Duration::seconds(i * 97 + 250));
                 if i % 7 == 0 {
                     t.held_since = "whenever".into();
                 }
-                Arc::new(TickPart {
-                    file: format!("{i:012x}"),
-                    tick: Arc::new(crate::packed::PackedTick::pack(&t)),
-                    rows: Rows::default(),
-                    events: vec![
-                        EventLine::new("check", &t, &[("verdict", "red".into())]),
-                        EventLine::new("harvested", &t, &[]),
-                    ],
-                    keys: Vec::new(),
-                    expires: None,
-                    volatile: false,
-                    triggered: Vec::new(),
-                    state_digest: 0,
-                })
+                t
+            })
+            .collect();
+        let parts: Vec<Arc<TickPart>> = ticks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let check = (i % 5 != 0).then(|| CheckEvent::new("red", None, None));
+                Arc::new(part_of(t, &[(true, "green"), (false, "red")], check))
             })
             .collect();
         let e = Evaluation::new(parts, true, 1, None, None);
         let mut templates = EventTemplates::default();
         for secs in [0, 1, 49, 50, 51, 3_000, 90_000, 86_400 * 40, 3] {
             let now = base + time::Duration::seconds(secs) + time::Duration::milliseconds(secs);
-            let (ts, now_ns) = (crate::clock::format(now), now.unix_timestamp_nanos());
-            let mut want = String::new();
-            for ev in e.parts.iter().flat_map(|p| p.events.iter()) {
-                ev.write(&mut want, &ts, now_ns);
-            }
+            let want: String = e
+                .parts
+                .iter()
+                .zip(&ticks)
+                .map(|(p, t)| written_by_the_event_writer(p, t, now))
+                .collect();
             let mut pieces = Vec::new();
             e.write_event_lines(now, &mut templates, &mut |p| pieces.push(p.to_string()));
             assert!(pieces.len() > 1, "in pieces");
@@ -1050,7 +1208,7 @@ mod tests {
             file: "bbbbbbbbbbbb".into(),
             tick: Arc::new(crate::packed::PackedTick::pack(&tick())),
             rows: Rows::default(),
-            events: Vec::new(),
+            check_event: None,
             keys: Vec::new(),
             expires: Some(later),
             volatile: false,

@@ -16,7 +16,7 @@ use proto::rpc::{
 use proto::Tick;
 use serde_json::{Map, Value};
 
-use crate::check_memo::{Basis, Evaluation, EventLine, TickPart};
+use crate::check_memo::{Basis, CheckEvent, Evaluation, TickPart};
 use crate::fsio;
 use crate::git_ranges::{self, Answers, Range};
 use crate::receipts::{Receipt, RunResult};
@@ -957,7 +957,6 @@ fn evaluate_tick(
 ) -> (TickPart, Vec<Graded>) {
     let mut graded = Vec::with_capacity(tick.grounds.len());
     let mut rows = Vec::new();
-    let mut events = Vec::new();
     let mut keys = Vec::new();
     let mut expires: Option<time::OffsetDateTime> = None;
     let mut test_labels = Vec::new();
@@ -1006,11 +1005,6 @@ fn evaluate_tick(
         let mut detail = verdict::detail(label, &v.missing, &recs);
         if harvested {
             detail = format!("harvested — falsifiability not proven; {detail}");
-            events.push(EventLine::new(
-                "harvested",
-                tick,
-                &[("verdict", label.event_label())],
-            ));
         }
         rows.push(CheckRow {
             label: label.as_str().into(),
@@ -1033,21 +1027,15 @@ fn evaluate_tick(
             missing: v.missing,
         });
     }
-    if let Some((worst, masked)) = verdict::roll_up(&test_labels) {
-        let mut extra = vec![("verdict", worst)];
-        if let Some(m) = masked {
-            extra.push(("masked_stale", m));
-        }
-        if let Some((from, _)) = verdict::roll_up(&replaced) {
-            extra.push(("suppressed_from", from));
-        }
-        events.push(EventLine::new("check", tick, &extra));
-    }
+    let check_event = verdict::roll_up(&test_labels).map(|(worst, masked)| {
+        let suppressed = verdict::roll_up(&replaced).map(|(from, _)| from);
+        CheckEvent::new(&worst, masked.as_deref(), suppressed.as_deref())
+    });
     let part = TickPart {
         file: file.to_string(),
         tick: Arc::clone(packed),
         rows: rows.into(),
-        events,
+        check_event,
         keys,
         expires,
         volatile,
