@@ -22,7 +22,55 @@ use crate::dirwatch::{Changes, DirWatch};
 use crate::verdict::Selected;
 
 /// What the store last wrote to each state file, by tick id: the digest of the body.
-pub type StateWritten = rustc_hash::FxHashMap<String, u64>;
+///
+/// Only a tick id (12 lowercase hex digits) ever names a state file, so each is kept as the
+/// number it spells: a store of 100,000 ticks holds no string per entry. Any other id is never
+/// recorded (reads as unwritten).
+#[derive(Debug, Default)]
+pub struct StateWritten(rustc_hash::FxHashMap<u64, u64>);
+
+impl StateWritten {
+    fn key(id: &str) -> Option<u64> {
+        if !proto::vocab::is_tick_id(id) {
+            return None;
+        }
+        u64::from_str_radix(id, 16).ok()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&u64> {
+        self.0.get(&Self::key(id)?)
+    }
+
+    pub fn contains_key(&self, id: &str) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Record `digest` for `id` (nothing for an id that is not a tick id).
+    pub fn insert(&mut self, id: &str, digest: u64) {
+        if let Some(k) = Self::key(id) {
+            self.0.insert(k, digest);
+        }
+    }
+
+    pub fn remove(&mut self, id: &str) {
+        if let Some(k) = Self::key(id) {
+            self.0.remove(&k);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every `(tick id, digest)`.
+    pub fn iter(&self) -> impl Iterator<Item = (String, u64)> + '_ {
+        self.0.iter().map(|(k, d)| (format!("{k:012x}"), *d))
+    }
+}
 
 /// Everything an evaluation's verdicts depend on, apart from the clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +95,8 @@ pub struct Basis {
 /// nothing touched keeps its part.
 #[derive(Debug)]
 pub struct TickPart {
-    pub file: String,
+    /// Its file name: the tick cache's own handle (no copy).
+    pub file: Arc<str>,
     /// The tick as the cache holds it (the very same handle while the file is unchanged).
     pub tick: Arc<crate::packed::PackedTick>,
     /// One row per test ground, kept without what the tick and `file` already say
@@ -56,10 +105,11 @@ pub struct TickPart {
     /// What its `check` event says besides the tick (none when it has no test ground). Its
     /// `harvested` events are its harvested rows': the event lines are written from these and
     /// the tick when they are needed, not kept.
-    pub check_event: Option<CheckEvent>,
+    /// Boxed: most ticks have no test ground, and a part is kept for every current tick.
+    pub check_event: Option<Box<CheckEvent>>,
     /// The receipt keys of its test grounds: what can change it, besides the tick itself and
     /// the basis.
-    pub keys: Vec<String>,
+    pub keys: Box<[Box<str>]>,
     /// When the clock alone would change one of its verdicts.
     pub expires: Option<OffsetDateTime>,
     /// A verdict of it asked git about the work tree directly (pathspec magic): it is evaluated
@@ -69,8 +119,11 @@ pub struct TickPart {
     pub state_digest: u64,
     /// Each trigger question its verdicts rest on: `(triggered_by, receipt commit, touched)`.
     /// After HEAD moves, the part is kept only if every answer is still the same.
-    pub triggered: Vec<(Box<[String]>, String, bool)>,
+    pub triggered: Box<[Triggered]>,
 }
+
+/// One trigger question a part's verdict rests on: `(triggered_by, receipt commit, touched)`.
+pub type Triggered = (Box<[String]>, Box<str>, bool);
 
 /// The roll-up a part's `check` event reports: the worst label of its test grounds, the stale
 /// label it masks, and the worst label a memo replaced. Each text is the shared copy.
@@ -188,7 +241,7 @@ impl TickPart {
         CheckRow {
             label: r.label.to_string(),
             tick_id: self.tick.id().to_string(),
-            file: self.file.clone(),
+            file: self.file.to_string(),
             decision: self.tick.decision().to_string(),
             claim: claim.to_string(),
             supports: supports.to_string(),
@@ -1035,7 +1088,7 @@ mod tests {
     /// that `check` event.
     fn part_of(t: &Tick, rows: &[(bool, &str)], check: Option<CheckEvent>) -> TickPart {
         TickPart {
-            file: t.id.clone(),
+            file: t.id.as_str().into(),
             tick: Arc::new(crate::packed::PackedTick::pack(t)),
             rows: Rows(
                 rows.iter()
@@ -1052,11 +1105,11 @@ mod tests {
                     })
                     .collect(),
             ),
-            check_event: check,
-            keys: Vec::new(),
+            check_event: check.map(Box::new),
+            keys: Box::default(),
             expires: None,
             volatile: false,
-            triggered: Vec::new(),
+            triggered: Box::default(),
             state_digest: 0,
         }
     }
@@ -1209,10 +1262,10 @@ mod tests {
             tick: Arc::new(crate::packed::PackedTick::pack(&tick())),
             rows: Rows::default(),
             check_event: None,
-            keys: Vec::new(),
+            keys: Box::default(),
             expires: Some(later),
             volatile: false,
-            triggered: Vec::new(),
+            triggered: Box::default(),
             state_digest: 0,
         };
         let e = Evaluation::new(vec![Arc::new(part)], true, 1, None, None);
@@ -1240,8 +1293,8 @@ mod tests {
         let mut w = StateWatch::new(d.path());
         w.ensure(&mut written);
         let g = w.sync(&mut written);
-        written.insert("aaaaaaaaaaaa".to_string(), 1);
-        written.insert("bbbbbbbbbbbb".to_string(), 2);
+        written.insert("aaaaaaaaaaaa", 1);
+        written.insert("bbbbbbbbbbbb", 2);
         w.ours("aaaaaaaaaaaa.json".into(), &mut written);
         crate::fsio::replace_unsynced(&state.join("aaaaaaaaaaaa.json"), b"{}").expect("write");
         assert_eq!(w.sync(&mut written), g, "our own write");

@@ -4,7 +4,8 @@
 //! A parsed [`Tick`] is some twenty allocations (each string, each ground, each liveness list)
 //! and about a kilobyte of struct for 400 bytes of text; a store of 100,000 ticks held that way
 //! costs 170 MB. A [`PackedTick`] is three allocations (its text, an index of where each string
-//! ends, the handle) and about half the bytes, and
+//! ends, in 16-bit numbers unless the tick is over 64 KiB, and the handle) and about half the
+//! bytes, and
 //! answers what the hot paths ask (status, tags, the view's keys, a ground's binding) without
 //! building anything. [`PackedTick::tick`] rebuilds the exact [`Tick`] for the verbs that need
 //! one; it is lossless (`PackedTick::pack(&t).tick() == t`).
@@ -55,13 +56,85 @@ const HAS_COUNTER: u32 = 4;
 #[derive(Debug)]
 pub struct PackedTick {
     text: Box<str>,
-    index: Box<[u32]>,
+    index: Index,
     /// The decision identity ([`crate::view::identity_of`] the tick), for the view's collapse.
     identity: crate::view::Identity,
-    /// Rare (a few in a thousand ticks): kept as it is.
-    source_ref: Option<Box<SourceRef>>,
-    /// Almost always empty (no allocation).
+    /// What few ticks have (a `source_ref`, keys this version does not know), kept as it is.
+    rare: Option<Box<Rare>>,
+}
+
+#[derive(Debug)]
+struct Rare {
+    source_ref: Option<SourceRef>,
     unknown_keys: Box<[Box<str>]>,
+}
+
+/// The index, in 16-bit numbers when every one fits (a tick under 64 KiB of text: nearly all).
+#[derive(Debug)]
+enum Index {
+    Narrow(Box<[u16]>),
+    Wide(Box<[u32]>),
+}
+
+impl Index {
+    fn of(index: Vec<u32>) -> Index {
+        if index.iter().all(|&n| n <= u32::from(u16::MAX)) {
+            Index::Narrow(index.iter().map(|&n| n as u16).collect())
+        } else {
+            Index::Wide(index.into_boxed_slice())
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<u32> {
+        match self {
+            Index::Narrow(v) => v.get(i).map(|&n| u32::from(n)),
+            Index::Wide(v) => v.get(i).copied(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Index::Narrow(v) => v.len(),
+            Index::Wide(v) => v.len(),
+        }
+    }
+
+    /// Entries `from..to` (clamped to the index).
+    fn ends(&self, from: usize, to: usize) -> Ends<'_> {
+        let to = to.min(self.len());
+        let from = from.min(to);
+        match self {
+            Index::Narrow(v) => Ends::Narrow(v.get(from..to).unwrap_or_default()),
+            Index::Wide(v) => Ends::Wide(v.get(from..to).unwrap_or_default()),
+        }
+    }
+}
+
+/// A run of index entries.
+#[derive(Clone, Copy)]
+enum Ends<'a> {
+    Narrow(&'a [u16]),
+    Wide(&'a [u32]),
+}
+
+impl<'a> Ends<'a> {
+    fn iter(self) -> impl Iterator<Item = u32> + 'a {
+        let (narrow, wide) = match self {
+            Ends::Narrow(v) => (v, &[][..]),
+            Ends::Wide(v) => (&[][..], v),
+        };
+        narrow
+            .iter()
+            .map(|&n| u32::from(n))
+            .chain(wide.iter().copied())
+    }
+
+    fn last(self) -> Option<u32> {
+        match self {
+            Ends::Narrow(v) => v.last().map(|&n| u32::from(n)),
+            Ends::Wide(v) => v.last().copied(),
+        }
+    }
 }
 
 /// Appends strings to the buffer being built, and their ends to the index.
@@ -105,14 +178,14 @@ pub enum CheckRef<'a> {
 pub struct StrList<'a> {
     text: &'a str,
     start: u32,
-    ends: &'a [u32],
+    ends: Ends<'a>,
 }
 
 impl<'a> StrList<'a> {
     pub fn iter(&self) -> impl Iterator<Item = &'a str> + 'a {
         let text = self.text;
         let mut start = self.start;
-        self.ends.iter().map(move |&end| {
+        self.ends.iter().map(move |end| {
             let s = slice(text, start, end);
             start = end;
             s
@@ -135,7 +208,7 @@ struct Grounds<'a> {
 impl<'a> Grounds<'a> {
     /// The next string: from where the last one ended to the next end in the index.
     fn next_str(&mut self) -> &'a str {
-        let end = self.tick.index.get(self.at).copied().unwrap_or(self.start);
+        let end = self.tick.index.get(self.at).unwrap_or(self.start);
         self.at += 1;
         let s = slice(&self.tick.text, self.start, end);
         self.start = end;
@@ -144,14 +217,12 @@ impl<'a> Grounds<'a> {
 
     fn list(&mut self, n: u32) -> StrList<'a> {
         let n = n as usize;
-        let from = self.at.min(self.tick.index.len());
-        let to = (self.at + n).min(self.tick.index.len());
         let list = StrList {
             text: &self.tick.text,
             start: self.start,
-            ends: &self.tick.index[from..to],
+            ends: self.tick.index.ends(self.at, self.at + n),
         };
-        if let Some(&end) = list.ends.last() {
+        if let Some(end) = list.ends.last() {
             self.start = end;
         }
         self.at += n;
@@ -167,10 +238,10 @@ impl<'a> Iterator for Grounds<'a> {
             return None;
         }
         self.left -= 1;
-        let header = *self.tick.index.get(self.at)?;
+        let header = self.tick.index.get(self.at)?;
         self.at += 1;
         let counts = if header & 3 == KIND_TEST {
-            let c = [0, 1, 2].map(|k| self.tick.index.get(self.at + k).copied().unwrap_or(0));
+            let c = [0, 1, 2].map(|k| self.tick.index.get(self.at + k).unwrap_or(0));
             self.at += 3;
             c
         } else {
@@ -284,10 +355,14 @@ impl PackedTick {
         }
         PackedTick {
             text: b.text.into_boxed_str(),
-            index: b.index.into_boxed_slice(),
+            index: Index::of(b.index),
             identity: crate::view::identity_of(t),
-            source_ref: t.source_ref.clone().map(Box::new),
-            unknown_keys: t.unknown_keys.iter().map(|k| k.as_str().into()).collect(),
+            rare: (t.source_ref.is_some() || !t.unknown_keys.is_empty()).then(|| {
+                Box::new(Rare {
+                    source_ref: t.source_ref.clone(),
+                    unknown_keys: t.unknown_keys.iter().map(|k| k.as_str().into()).collect(),
+                })
+            }),
         }
     }
 
@@ -336,11 +411,16 @@ impl PackedTick {
             blame: s(F::Blame),
             authority: o(F::Authority),
             jurisdiction: o(F::Jurisdiction),
-            source_ref: self.source_ref.as_deref().cloned(),
+            source_ref: self.rare.as_ref().and_then(|r| r.source_ref.clone()),
             provenance: o(F::Provenance),
             supersedes: o(F::Supersedes),
             ratifies: o(F::Ratifies),
-            unknown_keys: self.unknown_keys.iter().map(|k| k.to_string()).collect(),
+            unknown_keys: self
+                .rare
+                .iter()
+                .flat_map(|r| r.unknown_keys.iter())
+                .map(|k| k.to_string())
+                .collect(),
         }
     }
 
@@ -349,8 +429,8 @@ impl PackedTick {
         Grounds {
             tick: self,
             at: ENDS_AT + FIELDS,
-            start: self.index.get(ENDS_AT + FIELDS - 1).copied().unwrap_or(0),
-            left: self.index.get(1).copied().unwrap_or(0),
+            start: self.index.get(ENDS_AT + FIELDS - 1).unwrap_or(0),
+            left: self.index.get(1).unwrap_or(0),
         }
     }
 
@@ -358,15 +438,15 @@ impl PackedTick {
         let k = f as usize;
         let start = match k {
             0 => 0,
-            _ => self.index.get(ENDS_AT + k - 1).copied().unwrap_or(0),
+            _ => self.index.get(ENDS_AT + k - 1).unwrap_or(0),
         };
-        let end = self.index.get(ENDS_AT + k).copied().unwrap_or(start);
+        let end = self.index.get(ENDS_AT + k).unwrap_or(start);
         slice(&self.text, start, end)
     }
 
     fn fo(&self, f: F) -> Option<&str> {
         let bit = (f as usize).checked_sub(FIRST_OPTIONAL)?;
-        let present = self.index.first().copied().unwrap_or(0);
+        let present = self.index.get(0).unwrap_or(0);
         (present & (1 << bit) != 0).then(|| self.f(f))
     }
 
@@ -407,7 +487,10 @@ impl PackedTick {
         self.fo(F::Ratifies)
     }
     pub fn source_ref_key(&self) -> Option<String> {
-        self.source_ref.as_deref().map(SourceRef::key)
+        self.rare
+            .as_ref()
+            .and_then(|r| r.source_ref.as_ref())
+            .map(SourceRef::key)
     }
     pub fn is_agent_proposed(&self) -> bool {
         self.provenance() == Some(proto::vocab::AGENT_PROPOSED)
@@ -537,5 +620,27 @@ mod tests {
         )
         .expect("a tick");
         assert_eq!(PackedTick::pack(&bare).tick(), bare);
+    }
+
+    #[test]
+    fn a_tick_of_more_than_64_kib_of_text_packs_losslessly_too() {
+        let mut t = Tick::parse(
+            r#"{"blame":"b","decision":"d","grounds":[{"claim":"c","supports":"chosen","check":{"by":"test","ref":"t",
+              "verified_at_sha":"0123456789abcdef0123456789abcdef01234567",
+              "liveness":{"platforms":["p"],"triggered_by":["a/","b/"],"surfaces":["s"]}}}],
+              "held_since":"h","id":"bbbbbbbbbbbb","observe":"","parent_id":"aaaaaaaaaaaa","status":"live"}"#,
+        )
+        .expect("a tick");
+        t.observe = "ö".repeat(40_000);
+        let p = PackedTick::pack(&t);
+        assert!(matches!(p.index, Index::Wide(_)));
+        assert_eq!(p.tick(), t);
+        let b: Vec<Vec<&str>> = p
+            .test_bindings()
+            .map(|(_, _, tb)| tb.iter().collect())
+            .collect();
+        assert_eq!(b, vec![vec!["a/", "b/"]]);
+        t.observe.clear();
+        assert!(matches!(PackedTick::pack(&t).index, Index::Narrow(_)));
     }
 }

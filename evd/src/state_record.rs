@@ -48,10 +48,7 @@ pub fn save(results: &Path, written: &StateWritten) {
     let dir = results.join("state");
     let mut lines = String::new();
     let mut n = 0usize;
-    for (id, digest) in written {
-        if !proto::vocab::is_tick_id(id) {
-            continue;
-        }
+    for (id, digest) in written.iter() {
         if let Some(s) = Stamp::of(&dir.join(format!("{id}.json"))) {
             lines.push_str(&format!(
                 "{id} {digest:016x} {} {} {} {}\n",
@@ -133,9 +130,9 @@ mod tests {
             std::fs::write(results.join(format!("state/{id}.json")), "{}").expect("write");
         }
         let mut written = StateWritten::default();
-        written.insert(a.into(), 1);
-        written.insert(b.into(), u64::MAX);
-        written.insert(gone.into(), 3);
+        written.insert(a, 1);
+        written.insert(b, u64::MAX);
+        written.insert(gone, 3);
         save(results, &written);
         let back = restore(results);
         assert_eq!(back.len(), 2, "the file that is gone is left out");
@@ -156,7 +153,7 @@ mod tests {
         let mut written = StateWritten::default();
         for (i, id) in ["aaaaaaaaaaaa", "bbbbbbbbbbbb"].into_iter().enumerate() {
             std::fs::write(results.join(format!("state/{id}.json")), "{}").expect("write");
-            written.insert(id.into(), i as u64);
+            written.insert(id, i as u64);
         }
         save(results, &written);
         let text = std::fs::read_to_string(results.join(FILE)).expect("record");

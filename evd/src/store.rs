@@ -93,7 +93,8 @@ pub struct Store {
     root: PathBuf,
     ev: PathBuf,
     lock: Option<LockFile>,
-    files: BTreeMap<String, Cached>,
+    /// By file name; the name's handle is shared with the view and the check memo.
+    files: BTreeMap<Arc<str>, Cached>,
     /// `ticks/`'s stamp when `files` was last brought up to date.
     ticks_stamp: Option<Stamp>,
     /// inotify on `ticks/`: when present, the exact list of what changed since the last refresh.
@@ -165,7 +166,7 @@ pub struct Store {
 }
 
 /// The current view: `(file name, tick)`, newest first.
-pub type CurrentView = Vec<(String, Arc<PackedTick>)>;
+pub type CurrentView = Vec<(Arc<str>, Arc<PackedTick>)>;
 
 /// tick id → its part of the last plain evaluation folded in (its tick, and a row with the
 /// label of each test ground), for ticks with a test ground. The parts are the evaluations'
@@ -568,7 +569,7 @@ impl Store {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
             let name = ent.file_name().to_string_lossy().into_owned();
             let path = ent.path();
-            let known = self.files.remove(&name);
+            let known = self.files.remove(name.as_str());
             // A file the cache never saw is read at once (its stamp from the open file's
             // `fstat`): a first scan looks at each path once.
             if known.is_none() && ent.file_type().is_ok_and(|t| t.is_file()) {
@@ -585,7 +586,7 @@ impl Store {
                 Some(c)
                     if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) && !is_suspect(&c) =>
                 {
-                    next.insert(name, c);
+                    next.insert(name.into(), c);
                 }
                 _ => to_load.push((name, path, Some(m))),
             }
@@ -613,10 +614,10 @@ impl Store {
         match fs::symlink_metadata(dir.join(&name)) {
             Ok(m) if !m.is_dir() => {
                 let fresh = load(&dir.join(&name), &name, &m);
-                self.files.insert(name, fresh);
+                self.files.insert(name.into(), fresh);
             }
             _ => {
-                self.files.remove(&name);
+                self.files.remove(name.as_str());
             }
         }
     }
@@ -625,11 +626,7 @@ impl Store {
     /// not JSON: `reading store: <file>: <error>`.
     pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
         self.readable()?;
-        Ok(self
-            .files
-            .iter()
-            .map(|(n, c)| (n.as_str(), &c.entry))
-            .collect())
+        Ok(self.files.iter().map(|(n, c)| (&**n, &c.entry)).collect())
     }
 
     /// Refresh, and fail like upstream's whole-store read when any file is not JSON (see
@@ -677,7 +674,7 @@ impl Store {
             .files
             .iter()
             .filter_map(|(n, c)| match &c.entry {
-                Entry::Tick(t) => Some((n.as_str(), t.as_ref(), t.identity())),
+                Entry::Tick(t) => Some((&**n, t.as_ref(), t.identity())),
                 _ => None,
             })
             .collect();
@@ -696,24 +693,25 @@ impl Store {
             }
         }
         self.entries()?;
-        let inputs: Vec<(&str, &Arc<PackedTick>, crate::view::Identity)> = self
+        let inputs: Vec<(&Arc<str>, &Arc<PackedTick>, crate::view::Identity)> = self
             .files
             .iter()
             .filter_map(|(n, c)| match &c.entry {
-                Entry::Tick(t) => Some((n.as_str(), t, t.identity())),
+                Entry::Tick(t) => Some((n, t, t.identity())),
                 _ => None,
             })
             .collect();
         let plain: Vec<(&str, &PackedTick, crate::view::Identity)> = inputs
             .iter()
-            .map(|(n, t, id)| (*n, t.as_ref(), *id))
+            .map(|(n, t, id)| (&***n, t.as_ref(), *id))
             .collect();
-        // The view keeps the inputs' order of identity; map each chosen tick back to its handle.
-        let by_name: std::collections::HashMap<&str, &Arc<PackedTick>> =
-            inputs.iter().map(|(n, t, _)| (*n, *t)).collect();
+        // The view keeps the inputs' order of identity; map each chosen tick back to its
+        // handles (the cache's own name and tick).
+        let by_name: std::collections::HashMap<&str, (&Arc<str>, &Arc<PackedTick>)> =
+            inputs.iter().map(|(n, t, _)| (&***n, (*n, *t))).collect();
         let view: CurrentView = crate::view::current(&plain)
             .into_iter()
-            .filter_map(|(f, _)| by_name.get(f).map(|t| (f.to_string(), Arc::clone(t))))
+            .filter_map(|(f, _)| by_name.get(f).map(|(n, t)| (Arc::clone(n), Arc::clone(t))))
             .collect();
         let view = Arc::new(view);
         self.view = Some((self.ticks_generation, Arc::clone(&view)));
@@ -1103,7 +1101,7 @@ impl Store {
             self.ticks_stamp = dir_stamp();
         }
         self.files
-            .insert(tick.id.clone(), Cached::tick(file_stamp, &tick));
+            .insert(tick.id.as_str().into(), Cached::tick(file_stamp, &tick));
         // Whatever was computed from the ticks before this append is out of date, whether or
         // not a watch will also report the new file.
         self.ticks_generation += 1;
@@ -1278,7 +1276,8 @@ impl Store {
             let file_stamp = fs::symlink_metadata(dir.join(&t.id))
                 .ok()
                 .map(|m| Stamp::of(&m));
-            self.files.insert(t.id.clone(), Cached::tick(file_stamp, t));
+            self.files
+                .insert(t.id.as_str().into(), Cached::tick(file_stamp, t));
         }
         self.ticks_generation += 1;
         Ok(())
@@ -1401,7 +1400,7 @@ type ToLoad = (String, PathBuf, Option<fs::Metadata>);
 
 /// [`load`] each of `files`: on a few threads when there are many (the first scan of a large
 /// store reads and parses every tick). A file that vanished meanwhile is left out.
-fn load_all(files: Vec<ToLoad>) -> Vec<(String, Cached)> {
+fn load_all(files: Vec<ToLoad>) -> Vec<(Arc<str>, Cached)> {
     let loaded = crate::par::map(&files, 512, |(n, p, m)| match m {
         Some(m) => Some(load(p, n, m)),
         None => load_unseen(p, n),
@@ -1410,7 +1409,7 @@ fn load_all(files: Vec<ToLoad>) -> Vec<(String, Cached)> {
         .into_iter()
         .map(|(n, ..)| n)
         .zip(loaded)
-        .filter_map(|(n, c)| Some((n, c?)))
+        .filter_map(|(n, c)| Some((n.into(), c?)))
         .collect()
 }
 

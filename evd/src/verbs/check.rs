@@ -186,7 +186,7 @@ fn write_state(
         None => read_state_file(&dir.join(&name)).is_some_and(|o| o == body),
     };
     if same_on_disk {
-        store.state_written.insert(id.to_string(), digest);
+        store.state_written.insert(id, digest);
         return true;
     }
     body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
@@ -196,7 +196,7 @@ fn write_state(
         .ours(name.clone(), &mut store.state_written);
     store.state_epoch += 1;
     if fsio::replace_unsynced(&dir.join(&name), bytes.as_bytes()).is_ok() {
-        store.state_written.insert(id.to_string(), digest);
+        store.state_written.insert(id, digest);
         true
     } else {
         false
@@ -264,7 +264,7 @@ fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
         let id = id.to_string();
         match k {
             Known::Recorded(digest) => {
-                store.state_written.insert(id, digest);
+                store.state_written.insert(&id, digest);
             }
             Known::Read(said) => {
                 store.state_read_ahead.insert(id, said);
@@ -540,10 +540,10 @@ fn evaluate(
         std::cell::OnceCell::new();
     let reusable_at = |i: usize, file: &str| -> Option<&Arc<TickPart>> {
         match prior_parts.get(i) {
-            Some(p) if p.file == file => Some(p),
+            Some(p) if *p.file == *file => Some(p),
             _ if prior_parts.is_empty() => None,
             _ => by_name
-                .get_or_init(|| prior_parts.iter().map(|t| (t.file.as_str(), t)).collect())
+                .get_or_init(|| prior_parts.iter().map(|t| (&*t.file, t)).collect())
                 .get(file)
                 .copied(),
         }
@@ -602,7 +602,7 @@ fn evaluate(
                     && (!receipts_changed
                         || changed
                             .as_ref()
-                            .is_some_and(|c| !p.keys.iter().any(|k| c.contains(k))))
+                            .is_some_and(|c| !p.keys.iter().any(|k| c.contains(&**k))))
                     && moved
                         .as_ref()
                         .is_some_and(|m| m.is_empty() || !guards_any(packed, m))
@@ -700,7 +700,7 @@ fn evaluate(
 
 /// A current live tick — its file and its cached tick — with the prior's part for it, if any.
 type Candidate<'v> = (
-    &'v String,
+    &'v Arc<str>,
     &'v Arc<crate::packed::PackedTick>,
     Option<&'v Arc<TickPart>>,
 );
@@ -878,10 +878,10 @@ impl GitFacts {
                 let paths: &[String] = paths;
                 let known = self
                     .at_head
-                    .get(commit.as_str())
+                    .get(&**commit)
                     .is_some_and(|m| m.contains_key(paths));
-                if !known && seen.insert((commit.as_str(), paths)) {
-                    todo.push((commit.clone(), paths.to_vec()));
+                if !known && seen.insert((&**commit, paths)) {
+                    todo.push((commit.to_string(), paths.to_vec()));
                 }
             }
         }
@@ -949,7 +949,7 @@ impl verdict::GitSays for GroundGit<'_> {
 #[allow(clippy::too_many_arguments)]
 fn evaluate_tick(
     store: &mut Store,
-    file: &str,
+    file: &Arc<str>,
     packed: &Arc<crate::packed::PackedTick>,
     tick: &Tick,
     inputs: &Inputs,
@@ -979,11 +979,11 @@ fn evaluate_tick(
         };
         let key = proto::id::receipt_key(reference);
         let recs = store.receipts.get_keyed(&key, reference);
-        keys.push(key);
+        keys.push(key.into_boxed_str());
         let paths = liveness.triggered_by.as_slice();
         let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
             let t = git.range(false, &r.commit, paths) == Range::Touched;
-            asked.push((paths.into(), r.commit.clone(), t));
+            asked.push((paths.into(), r.commit.as_str().into(), t));
             t
         });
         let mut asker = GroundGit {
@@ -1029,17 +1029,21 @@ fn evaluate_tick(
     }
     let check_event = verdict::roll_up(&test_labels).map(|(worst, masked)| {
         let suppressed = verdict::roll_up(&replaced).map(|(from, _)| from);
-        CheckEvent::new(&worst, masked.as_deref(), suppressed.as_deref())
+        Box::new(CheckEvent::new(
+            &worst,
+            masked.as_deref(),
+            suppressed.as_deref(),
+        ))
     });
     let part = TickPart {
-        file: file.to_string(),
+        file: Arc::clone(file),
         tick: Arc::clone(packed),
         rows: rows.into(),
         check_event,
-        keys,
+        keys: keys.into(),
         expires,
         volatile,
-        triggered: asked,
+        triggered: asked.into(),
         state_digest: 0,
     };
     (part, graded)

@@ -144,7 +144,7 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
         }
         decisions.push(GuardedDecision {
             tick_id: tick.id.clone(),
-            file: part.file.clone(),
+            file: part.file.to_string(),
             decision: tick.decision.clone(),
             blame: tick.blame.clone(),
             authority: tick.authority.clone(),
