@@ -92,21 +92,30 @@ pub struct Basis {
 }
 
 /// What one current tick contributed to an evaluation. Shared between evaluations: a tick
-/// nothing touched keeps its part.
+/// nothing touched keeps its part. A part is kept for every current tick, and most ticks have
+/// no test ground: what only those have is boxed apart ([`TestPart`]).
 #[derive(Debug)]
 pub struct TickPart {
     /// Its file name: the tick cache's own handle (no copy).
     pub file: Arc<str>,
     /// The tick as the cache holds it (the very same handle while the file is unchanged).
     pub tick: Arc<crate::packed::PackedTick>,
+    /// The digest of the state file it wrote (see `write_state`).
+    pub state_digest: u64,
+    /// Its test grounds' verdicts; `None` when it has none.
+    pub tests: Option<Box<TestPart>>,
+}
+
+/// What a part of a tick with test grounds holds besides the tick.
+#[derive(Debug)]
+pub struct TestPart {
     /// One row per test ground, kept without what the tick and `file` already say
     /// ([`TickPart::rows`] rebuilds them whole).
     pub rows: Rows,
-    /// What its `check` event says besides the tick (none when it has no test ground). Its
-    /// `harvested` events are its harvested rows': the event lines are written from these and
-    /// the tick when they are needed, not kept.
-    /// Boxed: most ticks have no test ground, and a part is kept for every current tick.
-    pub check_event: Option<Box<CheckEvent>>,
+    /// What its `check` event says besides the tick. Its `harvested` events are its harvested
+    /// rows': the event lines are written from these and the tick when they are needed, not
+    /// kept.
+    pub check_event: Option<CheckEvent>,
     /// The receipt keys of its test grounds: what can change it, besides the tick itself and
     /// the basis.
     pub keys: Box<[Box<str>]>,
@@ -115,8 +124,6 @@ pub struct TickPart {
     /// A verdict of it asked git about the work tree directly (pathspec magic): it is evaluated
     /// again every time.
     pub volatile: bool,
-    /// The digest of the state file it wrote (see `write_state`).
-    pub state_digest: u64,
     /// Each trigger question its verdicts rest on: `(triggered_by, receipt commit, touched)`.
     /// After HEAD moves, the part is kept only if every answer is still the same.
     pub triggered: Box<[Triggered]>,
@@ -232,7 +239,32 @@ fn shared(text: &str) -> Arc<str> {
 impl TickPart {
     /// This part's check rows, whole.
     pub fn rows(&self) -> impl Iterator<Item = CheckRow> + '_ {
-        self.rows.iter().map(|r| self.row(r))
+        self.kept_rows().iter().map(|r| self.row(r))
+    }
+
+    /// This part's check rows as kept (none for a tick without test grounds).
+    pub fn kept_rows(&self) -> &[Row] {
+        self.tests.as_ref().map_or(&[], |t| &t.rows.0)
+    }
+
+    /// When the clock alone would change one of its verdicts.
+    pub fn expires(&self) -> Option<OffsetDateTime> {
+        self.tests.as_ref().and_then(|t| t.expires)
+    }
+
+    /// Whether it must be evaluated again every time (see [`TestPart::volatile`]).
+    pub fn volatile(&self) -> bool {
+        self.tests.as_ref().is_some_and(|t| t.volatile)
+    }
+
+    /// The receipt keys of its test grounds.
+    pub fn keys(&self) -> &[Box<str>] {
+        self.tests.as_ref().map_or(&[], |t| &t.keys)
+    }
+
+    /// The trigger questions its verdicts rest on.
+    pub fn triggered(&self) -> &[Triggered] {
+        self.tests.as_ref().map_or(&[], |t| &t.triggered)
     }
 
     /// One of this part's rows, whole.
@@ -387,7 +419,7 @@ impl TriggerIndex {
         for (i, p) in parts.iter().enumerate() {
             for (index, _, triggered_by) in p.tick.test_bindings() {
                 let severity = p
-                    .rows
+                    .kept_rows()
                     .iter()
                     .find(|r| r.ground_index == index)
                     .map_or(0, |r| proto::rpc::severity(&r.label, r.gating));
@@ -465,7 +497,7 @@ impl Evaluation {
         let (mut gating, mut harvested, mut total) = (false, 0, 0);
         let mut valid_until: Option<OffsetDateTime> = None;
         for p in &parts {
-            for r in p.rows.iter() {
+            for r in p.kept_rows().iter() {
                 // Grouped by gating (0.1.32): a `dirty` row is in the attention style yet never
                 // gates.
                 if r.gating {
@@ -479,7 +511,7 @@ impl Evaluation {
                 harvested += usize::from(r.harvested);
                 total += 1;
             }
-            if let Some(at) = p.expires {
+            if let Some(at) = p.expires() {
                 valid_until = Some(valid_until.map_or(at, |u| u.min(at)));
             }
         }
@@ -642,7 +674,7 @@ impl Evaluation {
                 }
                 None => {
                     let p = &self.parts[i];
-                    for r in p.rows.iter() {
+                    for r in p.kept_rows().iter() {
                         let claim = p.tick.ground_text(r.ground_index).0;
                         proto::rpc::push_plain_row(&mut text, &r.label, &p.file, claim, &r.detail);
                         text.push('\n');
@@ -760,7 +792,7 @@ impl TickPart {
         now_ns: i128,
         until_ns: &mut i128,
     ) {
-        let Some(check) = &self.check_event else {
+        let Some(check) = self.tests.as_ref().and_then(|t| t.check_event.as_ref()) else {
             return;
         };
         let held = crate::clock::parse(self.tick.held_since()).map(|t| t.unix_timestamp_nanos());
@@ -779,7 +811,7 @@ impl TickPart {
                 }))
             }),
         );
-        for r in self.rows.iter().filter(|r| r.harvested) {
+        for r in self.kept_rows().iter().filter(|r| r.harvested) {
             line.write(out, holes, "harvested", &[("verdict", &r.event_label)]);
         }
         let mut extra = [("verdict", &*check.verdict), ("", ""), ("", "")];
@@ -1087,30 +1119,35 @@ mod tests {
     /// A part of `t` with one row per `(harvested, event label)` and, when `check` is given,
     /// that `check` event.
     fn part_of(t: &Tick, rows: &[(bool, &str)], check: Option<CheckEvent>) -> TickPart {
+        let rows = Rows(
+            rows.iter()
+                .enumerate()
+                .map(|(i, (harvested, label))| Row {
+                    label: shared("green"),
+                    class: shared("clear"),
+                    event_label: shared(label),
+                    detail: "".into(),
+                    memo_reason: None,
+                    ground_index: i,
+                    harvested: *harvested,
+                    gating: false,
+                })
+                .collect(),
+        );
         TickPart {
             file: t.id.as_str().into(),
             tick: Arc::new(crate::packed::PackedTick::pack(t)),
-            rows: Rows(
-                rows.iter()
-                    .enumerate()
-                    .map(|(i, (harvested, label))| Row {
-                        label: shared("green"),
-                        class: shared("clear"),
-                        event_label: shared(label),
-                        detail: "".into(),
-                        memo_reason: None,
-                        ground_index: i,
-                        harvested: *harvested,
-                        gating: false,
-                    })
-                    .collect(),
-            ),
-            check_event: check.map(Box::new),
-            keys: Box::default(),
-            expires: None,
-            volatile: false,
-            triggered: Box::default(),
             state_digest: 0,
+            tests: check.map(|check| {
+                Box::new(TestPart {
+                    rows,
+                    check_event: Some(check),
+                    keys: Box::default(),
+                    expires: None,
+                    volatile: false,
+                    triggered: Box::default(),
+                })
+            }),
         }
     }
 
@@ -1124,11 +1161,11 @@ mod tests {
             }
             format!("{}\n", proto::json::compact(&Value::Object(o)))
         };
-        let Some(check) = &part.check_event else {
+        let Some(check) = part.tests.as_ref().and_then(|t| t.check_event.as_ref()) else {
             return String::new();
         };
         let mut out = String::new();
-        for r in part.rows.iter().filter(|r| r.harvested) {
+        for r in part.kept_rows().iter().filter(|r| r.harvested) {
             out.push_str(&line("harvested", &[("verdict", &r.event_label)]));
         }
         let mut extra = vec![("verdict", &*check.verdict)];
@@ -1260,13 +1297,15 @@ mod tests {
         let part = TickPart {
             file: "bbbbbbbbbbbb".into(),
             tick: Arc::new(crate::packed::PackedTick::pack(&tick())),
-            rows: Rows::default(),
-            check_event: None,
-            keys: Box::default(),
-            expires: Some(later),
-            volatile: false,
-            triggered: Box::default(),
             state_digest: 0,
+            tests: Some(Box::new(TestPart {
+                rows: Rows::default(),
+                check_event: None,
+                keys: Box::default(),
+                expires: Some(later),
+                volatile: false,
+                triggered: Box::default(),
+            })),
         };
         let e = Evaluation::new(vec![Arc::new(part)], true, 1, None, None);
         assert_eq!(e.valid_until, Some(later));

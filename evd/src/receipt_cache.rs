@@ -31,7 +31,7 @@ pub struct ReceiptCache {
     /// Receipts by file name (`<key>.jsonl`), as parsed when last read.
     files: HashMap<String, Box<[Kept]>>,
     /// Each distinct selector, platform and commit text of the kept receipts, once.
-    texts: std::collections::HashSet<Arc<str>>,
+    texts: Texts,
     /// When `texts` is this long, the texts no kept receipt uses any more are let go.
     prune_at: usize,
     /// Moves whenever what this cache could answer may have changed.
@@ -52,7 +52,7 @@ impl ReceiptCache {
             watch_error: None,
             absent: false,
             files: HashMap::new(),
-            texts: std::collections::HashSet::new(),
+            texts: Texts::default(),
             prune_at: PRUNE_AT,
             generation: 0,
             changed_at: HashMap::new(),
@@ -88,7 +88,7 @@ impl ReceiptCache {
                 self.rescanned_at = self.generation;
                 self.changed_at.clear();
                 self.files.clear();
-                self.texts.clear();
+                self.texts = Texts::default();
                 // Watch first, then read: a change made after this point is queued, never lost.
                 // A directory that does not exist (or is a link) gets no watch: every read then
                 // goes to the disk, and the next sync tries again.
@@ -140,10 +140,14 @@ impl ReceiptCache {
     pub fn get_keyed(&mut self, key: &str, selector: &str) -> Arc<Vec<Receipt>> {
         let name = format!("{key}.jsonl");
         if let Some(kept) = self.files.get(&name) {
-            return Arc::new(kept.iter().map(Kept::receipt).collect());
+            return Arc::new(kept.iter().map(|k| k.receipt(&self.texts)).collect());
         }
         let read = read_receipts(&self.results, selector);
         if self.watch.is_some() {
+            // Before this file's receipts take numbers: a prune renumbers.
+            if self.texts.len() >= self.prune_at {
+                self.prune();
+            }
             let kept = read.iter().map(|r| self.keep(r)).collect();
             self.files.insert(name, kept);
         }
@@ -152,50 +156,117 @@ impl ReceiptCache {
 
     fn keep(&mut self, r: &Receipt) -> Kept {
         Kept {
-            test: self.text(&r.test),
-            platform: self.text(&r.platform),
-            commit: self.text(&r.commit),
-            ran_at: r.ran_at.as_str().into(),
+            test: self.texts.number(&r.test),
+            platform: self.texts.number(&r.platform),
+            commit: self.texts.number(&r.commit),
+            ran_at: RanAt::new(&r.ran_at),
             result: r.result,
             falsifiable: r.falsifiable,
         }
     }
 
-    fn text(&mut self, s: &str) -> Arc<str> {
-        if let Some(t) = self.texts.get(s) {
-            return Arc::clone(t);
+    /// Let go of the texts no kept receipt uses any more, renumbering the rest.
+    fn prune(&mut self) {
+        let mut fresh = Texts::default();
+        let old = std::mem::take(&mut self.texts);
+        for kept in self.files.values_mut() {
+            for k in kept.iter_mut() {
+                for n in [&mut k.test, &mut k.platform, &mut k.commit] {
+                    *n = fresh.number(old.text(*n));
+                }
+            }
         }
-        if self.texts.len() >= self.prune_at {
-            self.texts.retain(|t| Arc::strong_count(t) > 1);
-            self.prune_at = (self.texts.len() * 2).max(PRUNE_AT);
-        }
-        let t: Arc<str> = s.into();
-        self.texts.insert(Arc::clone(&t));
-        t
+        self.texts = fresh;
+        self.prune_at = (self.texts.len() * 2).max(PRUNE_AT);
     }
 }
 
 /// The fewest texts at which unused ones are looked for.
 const PRUNE_AT: usize = 4096;
 
+/// Distinct texts, each numbered (a receipt keeps three numbers rather than three handles).
+#[derive(Debug, Default)]
+struct Texts {
+    all: Vec<Arc<str>>,
+    numbers: HashMap<Arc<str>, u32>,
+}
+
+impl Texts {
+    fn number(&mut self, s: &str) -> u32 {
+        if let Some(&n) = self.numbers.get(s) {
+            return n;
+        }
+        let n = u32::try_from(self.all.len()).unwrap_or(u32::MAX);
+        let t: Arc<str> = s.into();
+        self.all.push(Arc::clone(&t));
+        self.numbers.insert(t, n);
+        n
+    }
+
+    fn text(&self, n: u32) -> &str {
+        self.all.get(n as usize).map_or("", |t| t)
+    }
+
+    fn len(&self) -> usize {
+        self.all.len()
+    }
+}
+
+/// A receipt's `ran_at`, inline when it is as short as the timestamps `ev` and evctl write
+/// (30 bytes with nanoseconds): a store of 100,000 receipts then holds no string per receipt.
+#[derive(Debug)]
+enum RanAt {
+    Short { len: u8, bytes: [u8; SHORT] },
+    Long(Box<str>),
+}
+
+const SHORT: usize = 30;
+
+impl RanAt {
+    fn new(s: &str) -> RanAt {
+        let mut bytes = [0u8; SHORT];
+        match bytes.get_mut(..s.len()) {
+            Some(head) => {
+                head.copy_from_slice(s.as_bytes());
+                RanAt::Short {
+                    len: s.len() as u8,
+                    bytes,
+                }
+            }
+            None => RanAt::Long(s.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Whole `str`s only are stored inline, so this is always valid.
+            RanAt::Short { len, bytes } => bytes
+                .get(..usize::from(*len))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or_default(),
+            RanAt::Long(s) => s,
+        }
+    }
+}
+
 /// One receipt as the cache keeps it.
 #[derive(Debug)]
 struct Kept {
-    test: Arc<str>,
-    platform: Arc<str>,
-    commit: Arc<str>,
-    ran_at: Box<str>,
+    test: u32,
+    platform: u32,
+    commit: u32,
+    ran_at: RanAt,
     result: RunResult,
     falsifiable: Option<bool>,
 }
 
 impl Kept {
-    fn receipt(&self) -> Receipt {
+    fn receipt(&self, texts: &Texts) -> Receipt {
         Receipt {
-            test: self.test.to_string(),
-            platform: self.platform.to_string(),
-            commit: self.commit.to_string(),
-            ran_at: self.ran_at.to_string(),
+            test: texts.text(self.test).to_string(),
+            platform: texts.text(self.platform).to_string(),
+            commit: texts.text(self.commit).to_string(),
+            ran_at: self.ran_at.as_str().to_string(),
             result: self.result,
             falsifiable: self.falsifiable,
         }
@@ -253,5 +324,61 @@ mod tests {
             "a rescan may have changed anything"
         );
         assert!(cache.get("t").is_empty());
+    }
+
+    #[test]
+    fn kept_receipts_read_back_exactly_across_prunes_and_any_ran_at() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let results = d.path().join("results");
+        let dir = results.join("receipts");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let mut cache = ReceiptCache::new(&results);
+        assert_eq!(cache.sync(), None);
+        // More selectors than a prune waits for, each with its own commit, and a ran_at of
+        // every length around the inline limit (and beyond it, and not ASCII).
+        let n = PRUNE_AT + 500;
+        let ran_at = |i: usize| match i % 4 {
+            0 => "2026-10-27T03:56:02.319560978Z".to_string(),
+            1 => "2026-10-27T03:56:02.3195609781Z".to_string(),
+            2 => format!("{}Z", "é".repeat(i % 40)),
+            _ => String::new(),
+        };
+        let line = |i: usize| {
+            format!(
+                "{{\"commit\":\"c{i}\",\"platform\":\"p{}\",\"ran_at\":{},\"result\":\"red\",\"test\":\"t{i}\"}}\n",
+                i % 3,
+                serde_json::to_string(&ran_at(i)).expect("json")
+            )
+        };
+        for i in 0..n {
+            let file = dir.join(format!(
+                "{}.jsonl",
+                proto::id::receipt_key(&format!("t{i}"))
+            ));
+            std::fs::write(&file, line(i)).expect("write");
+        }
+        cache.sync();
+        let first: Vec<Arc<Vec<Receipt>>> = (0..n).map(|i| cache.get(&format!("t{i}"))).collect();
+        // Drop half the files from the cache (as a change would), so a prune has texts to let
+        // go, then read more.
+        for i in (0..n).step_by(2) {
+            let file = dir.join(format!(
+                "{}.jsonl",
+                proto::id::receipt_key(&format!("t{i}"))
+            ));
+            crate::fsio::append(&file, line(i).as_bytes()).expect("append");
+        }
+        cache.sync();
+        for i in (0..n).step_by(2) {
+            assert_eq!(cache.get(&format!("t{i}")).len(), 2);
+        }
+        for (i, want) in first.iter().enumerate() {
+            let got = cache.get(&format!("t{i}"));
+            let got = got.last().expect("a receipt");
+            let want = want.first().expect("a receipt");
+            assert_eq!(got, want, "receipt {i}");
+            assert_eq!(got.ran_at, ran_at(i));
+        }
+        assert!(cache.texts.len() < 3 * n, "pruned: {}", cache.texts.len());
     }
 }

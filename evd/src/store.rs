@@ -24,32 +24,36 @@ pub enum Entry {
     /// A valid tick, packed ([`PackedTick::tick`] rebuilds it).
     Tick(Arc<PackedTick>),
     /// JSON, but not a valid tick: the reader's message.
-    Invalid(String),
+    Invalid(Box<String>),
     /// Not JSON: poisons whole-store reads (`reading store: <file>: <error>`).
-    NotJson(String),
+    NotJson(Box<String>),
     /// Not readable as text (bad UTF-8, a symlink): poisons whole-store reads
     /// (`reading store: <error>`).
-    Unreadable(String),
+    Unreadable(Box<String>),
 }
+// The messages are boxed (rare) so that an entry of the cache stays two words.
 
 /// Enough of a file's metadata to notice it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
     mtime_ns: i64,
     len: u64,
-    ino: u64,
+    /// Never 0 (no file has inode 0), so an absent stamp costs no extra word.
+    ino: std::num::NonZeroU64,
 }
 
 impl Stamp {
-    fn of(m: &fs::Metadata) -> Stamp {
-        Stamp {
+    /// `None` for an inode number of 0, which no real file has: such a file is simply never
+    /// trusted by its stamp.
+    fn of(m: &fs::Metadata) -> Option<Stamp> {
+        Some(Stamp {
             mtime_ns: m
                 .mtime()
                 .saturating_mul(1_000_000_000)
                 .saturating_add(m.mtime_nsec()),
             len: m.len(),
-            ino: m.ino(),
-        }
+            ino: std::num::NonZeroU64::new(m.ino())?,
+        })
     }
 }
 
@@ -175,7 +179,7 @@ pub type VerdictSnapshot = std::collections::HashMap<Box<str>, Arc<crate::check_
 
 /// The label a part's row gives ground `gi`, if it has a row for it.
 fn label_of(part: &crate::check_memo::TickPart, gi: usize) -> Option<&str> {
-    part.rows
+    part.kept_rows()
         .iter()
         .find(|r| r.ground_index == gi)
         .map(|r| &*r.label)
@@ -536,7 +540,7 @@ impl Store {
                     for name in names {
                         self.reload_one(&dir, name);
                     }
-                    self.ticks_stamp = Some(stamp);
+                    self.ticks_stamp = stamp;
                     return Ok(());
                 }
                 Some(Changes::Rescan) => {
@@ -605,7 +609,7 @@ impl Store {
             self.ticks_generation += 1;
         }
         self.files = next;
-        self.ticks_stamp = Some(stamp);
+        self.ticks_stamp = stamp;
         Ok(())
     }
 
@@ -634,7 +638,7 @@ impl Store {
     pub fn readable(&mut self) -> Result<(), Refusal> {
         self.refresh()?;
         let poisoned = self.files.iter().find_map(|(name, c)| match &c.entry {
-            Entry::Unreadable(e) => Some(e.clone()),
+            Entry::Unreadable(e) => Some(e.to_string()),
             Entry::NotJson(e) => Some(format!("{name}: {e}")),
             _ => None,
         });
@@ -709,10 +713,12 @@ impl Store {
         // handles (the cache's own name and tick).
         let by_name: std::collections::HashMap<&str, (&Arc<str>, &Arc<PackedTick>)> =
             inputs.iter().map(|(n, t, _)| (&***n, (*n, *t))).collect();
-        let view: CurrentView = crate::view::current(&plain)
+        let mut view: CurrentView = crate::view::current(&plain)
             .into_iter()
             .filter_map(|(f, _)| by_name.get(f).map(|(n, t)| (Arc::clone(n), Arc::clone(t))))
             .collect();
+        // Collected in place, it would keep the capacity of every tick the collapse looked at.
+        view.shrink_to_fit();
         let view = Arc::new(view);
         self.view = Some((self.ticks_generation, Arc::clone(&view)));
         Ok(view)
@@ -904,20 +910,20 @@ impl Store {
             if old.is_some_and(|o| Arc::ptr_eq(o, part)) {
                 continue;
             }
-            for r in part.rows.iter() {
+            for r in part.kept_rows().iter() {
                 let was = old.and_then(|o| label_of(o, r.ground_index));
                 if was != Some(&*r.label) {
                     changes.push(change(part, r.ground_index, was, Some(r.label.to_string())));
                 }
             }
             if let Some(o) = old {
-                for r in o.rows.iter() {
+                for r in o.kept_rows().iter() {
                     if label_of(part, r.ground_index).is_none() {
                         changes.push(change(o, r.ground_index, Some(&r.label), None));
                     }
                 }
             }
-            if part.rows.is_empty() {
+            if part.kept_rows().is_empty() {
                 snap.remove(id);
             } else if old.is_some() {
                 if let Some(slot) = snap.get_mut(id) {
@@ -935,7 +941,7 @@ impl Store {
                 if in_view.contains(&**id) {
                     return true;
                 }
-                for r in o.rows.iter() {
+                for r in o.kept_rows().iter() {
                     changes.push(change(o, r.ground_index, Some(&r.label), None));
                 }
                 false
@@ -1082,7 +1088,11 @@ impl Store {
         }
         let tmp = self.tmp_dir()?;
         let ticks = self.ticks_dir();
-        let dir_stamp = || fs::symlink_metadata(&ticks).ok().map(|m| Stamp::of(&m));
+        let dir_stamp = || {
+            fs::symlink_metadata(&ticks)
+                .ok()
+                .and_then(|m| Stamp::of(&m))
+        };
         let in_sync = self.ticks_stamp.is_some() && dir_stamp() == self.ticks_stamp;
         let dest = ticks.join(&tick.id);
         self.record_intent(&tick.id)?;
@@ -1096,7 +1106,7 @@ impl Store {
         }
         self.writes += 1;
         // Keep the cache in step without a rescan when nobody else touched ticks/ meanwhile.
-        let file_stamp = fs::symlink_metadata(&dest).ok().map(|m| Stamp::of(&m));
+        let file_stamp = fs::symlink_metadata(&dest).ok().and_then(|m| Stamp::of(&m));
         if in_sync {
             self.ticks_stamp = dir_stamp();
         }
@@ -1192,7 +1202,7 @@ impl Store {
         self.record_intent(&last.id)?;
         let tmp = self.tmp_dir()?;
         let dir = self.ticks_dir();
-        let dir_stamp = || fs::symlink_metadata(&dir).ok().map(|m| Stamp::of(&m));
+        let dir_stamp = || fs::symlink_metadata(&dir).ok().and_then(|m| Stamp::of(&m));
         let in_sync = self.ticks_stamp.is_some() && dir_stamp() == self.ticks_stamp;
         let fail = |e: io::Error| Refusal::io(format!("writing tick: {e}"));
 
@@ -1275,7 +1285,7 @@ impl Store {
         for t in ticks {
             let file_stamp = fs::symlink_metadata(dir.join(&t.id))
                 .ok()
-                .map(|m| Stamp::of(&m));
+                .and_then(|m| Stamp::of(&m));
             self.files
                 .insert(t.id.as_str().into(), Cached::tick(file_stamp, t));
         }
@@ -1375,7 +1385,7 @@ impl Store {
 const RACY_NS: i64 = 2_000_000_000;
 
 fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
-    m.file_type().is_file().then(|| Stamp::of(m))
+    m.file_type().is_file().then(|| Stamp::of(m)).flatten()
 }
 
 /// Read one directory entry of `ticks/` into the cache.
@@ -1383,9 +1393,9 @@ fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
     if m.file_type().is_symlink() {
         return Cached::new(
             None,
-            Entry::Unreadable(format!(
+            Entry::Unreadable(Box::new(format!(
                 "{name} is a symlink (evd never follows links inside a store)"
-            )),
+            ))),
         );
     }
     let stamp = stamp_of_regular(m);
@@ -1442,7 +1452,7 @@ fn is_suspect(c: &Cached) -> bool {
 /// Read and parse one tick file: the tick, or the entry that says why it is none.
 fn read_entry(path: &Path) -> Result<Tick, Entry> {
     match fsio::read_text(path) {
-        Err(e) => Err(Entry::Unreadable(e.to_string())),
+        Err(e) => Err(Entry::Unreadable(Box::new(e.to_string()))),
         Ok(text) => Tick::parse(&text).map_err(parse_error),
     }
 }
@@ -1450,8 +1460,8 @@ fn read_entry(path: &Path) -> Result<Tick, Entry> {
 /// The entry that says why a tick file's text is no tick.
 fn parse_error(e: TickParseError) -> Entry {
     match e {
-        TickParseError::NotJson(e) => Entry::NotJson(e),
-        TickParseError::Invalid(e) => Entry::Invalid(e),
+        TickParseError::NotJson(e) => Entry::NotJson(Box::new(e)),
+        TickParseError::Invalid(e) => Entry::Invalid(Box::new(e)),
     }
 }
 

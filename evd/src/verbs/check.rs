@@ -16,7 +16,7 @@ use proto::rpc::{
 use proto::Tick;
 use serde_json::{Map, Value};
 
-use crate::check_memo::{Basis, CheckEvent, Evaluation, TickPart};
+use crate::check_memo::{Basis, CheckEvent, Evaluation, TestPart, TickPart};
 use crate::fsio;
 use crate::git_ranges::{self, Answers, Range};
 use crate::receipts::{Receipt, RunResult};
@@ -598,11 +598,11 @@ fn evaluate(
         .map(|(file, packed, prior_part)| {
             let kept = prior_part.filter(|p| {
                 Arc::ptr_eq(&p.tick, packed)
-                    && !p.volatile
+                    && !p.volatile()
                     && (!receipts_changed
                         || changed
                             .as_ref()
-                            .is_some_and(|c| !p.keys.iter().any(|k| c.contains(&**k))))
+                            .is_some_and(|c| !p.keys().iter().any(|k| c.contains(&**k))))
                     && moved
                         .as_ref()
                         .is_some_and(|m| m.is_empty() || !guards_any(packed, m))
@@ -874,7 +874,7 @@ impl GitFacts {
         let mut todo = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for p in parts {
-            for (paths, commit, _) in &p.triggered {
+            for (paths, commit, _) in p.triggered() {
                 let paths: &[String] = paths;
                 let known = self
                     .at_head
@@ -898,7 +898,7 @@ impl GitFacts {
 
     /// Whether every trigger answer `part` recorded is the same at the current HEAD.
     fn same_triggers(&mut self, part: &TickPart) -> bool {
-        part.triggered.iter().all(|(paths, commit, was)| {
+        part.triggered().iter().all(|(paths, commit, was)| {
             (self.range(false, commit, paths) == Range::Touched) == *was
         })
     }
@@ -1029,22 +1029,23 @@ fn evaluate_tick(
     }
     let check_event = verdict::roll_up(&test_labels).map(|(worst, masked)| {
         let suppressed = verdict::roll_up(&replaced).map(|(from, _)| from);
-        Box::new(CheckEvent::new(
-            &worst,
-            masked.as_deref(),
-            suppressed.as_deref(),
-        ))
+        CheckEvent::new(&worst, masked.as_deref(), suppressed.as_deref())
+    });
+    let tests = (!rows.is_empty()).then(|| {
+        Box::new(TestPart {
+            rows: rows.into(),
+            check_event,
+            keys: keys.into(),
+            expires,
+            volatile,
+            triggered: asked.into(),
+        })
     });
     let part = TickPart {
         file: Arc::clone(file),
         tick: Arc::clone(packed),
-        rows: rows.into(),
-        check_event,
-        keys: keys.into(),
-        expires,
-        volatile,
-        triggered: asked.into(),
         state_digest: 0,
+        tests,
     };
     (part, graded)
 }

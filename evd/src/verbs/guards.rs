@@ -158,7 +158,12 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
         e.eval
             .parts
             .iter()
-            .flat_map(|p| p.rows.iter().filter(|r| r.gating).map(move |r| p.row(r)))
+            .flat_map(|p| {
+                p.kept_rows()
+                    .iter()
+                    .filter(|r| r.gating)
+                    .map(move |r| p.row(r))
+            })
             .take(GATING_ROWS)
             .collect()
     } else {

@@ -28,7 +28,7 @@ pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
                 break;
             }
             Some(Entry::Invalid(e)) | Some(Entry::NotJson(e)) | Some(Entry::Unreadable(e)) => {
-                out.unreadable = Some((cur, e));
+                out.unreadable = Some((cur, *e));
                 break;
             }
             Some(Entry::Tick(t)) => {

@@ -95,7 +95,7 @@ pub fn lookup(store: &mut crate::store::Store, id: &str) -> Result<Lookup, proto
         None => Lookup::Missing,
         Some(Entry::Tick(t)) => Lookup::Found(std::sync::Arc::new(t.tick())),
         Some(Entry::Invalid(e)) | Some(Entry::NotJson(e)) | Some(Entry::Unreadable(e)) => {
-            Lookup::Broken(e)
+            Lookup::Broken(*e)
         }
     })
 }
