@@ -116,9 +116,9 @@ pub struct TestPart {
     /// rows': the event lines are written from these and the tick when they are needed, not
     /// kept.
     pub check_event: Option<CheckEvent>,
-    /// The receipt keys of its test grounds: what can change it, besides the tick itself and
-    /// the basis.
-    pub keys: Box<[Box<str>]>,
+    /// The receipt keys of its test grounds (12 hex digits, kept as the number they spell):
+    /// what can change it, besides the tick itself and the basis.
+    pub keys: Box<[u64]>,
     /// When the clock alone would change one of its verdicts.
     pub expires: Option<OffsetDateTime>,
     /// A verdict of it asked git about the work tree directly (pathspec magic): it is evaluated
@@ -129,8 +129,63 @@ pub struct TestPart {
     pub triggered: Box<[Triggered]>,
 }
 
-/// One trigger question a part's verdict rests on: `(triggered_by, receipt commit, touched)`.
-pub type Triggered = (Box<[String]>, Box<str>, bool);
+/// One trigger question a part's verdict rests on: `(triggered_by, receipt commit, touched)`,
+/// the list and the commit the store's shared copies ([`SharedTexts`]).
+pub type Triggered = (Arc<[String]>, Arc<str>, bool);
+
+/// A receipt key (`proto::id::receipt_key`: 12 hex digits) as the number it spells.
+pub fn receipt_key_number(key: &str) -> Option<u64> {
+    u64::from_str_radix(key, 16)
+        .ok()
+        .filter(|_| key.len() == 12)
+}
+
+/// The `triggered_by` lists and receipt commits a store's check parts rest on, each held once:
+/// a store has few distinct ones (a trigger list per area, a commit per CI run) and thousands
+/// of grounds naming them. Copies no part holds any more are let go as the set grows.
+#[derive(Debug, Default)]
+pub struct SharedTexts {
+    lists: HashSet<Arc<[String]>>,
+    texts: HashSet<Arc<str>>,
+    prune_at: usize,
+}
+
+impl SharedTexts {
+    const PRUNE_AT: usize = 1024;
+
+    pub fn list(&mut self, items: &[String]) -> Arc<[String]> {
+        if let Some(l) = self.lists.get(items) {
+            return Arc::clone(l);
+        }
+        self.prune_if_grown();
+        let l: Arc<[String]> = items.into();
+        self.lists.insert(Arc::clone(&l));
+        l
+    }
+
+    pub fn text(&mut self, s: &str) -> Arc<str> {
+        if let Some(t) = self.texts.get(s) {
+            return Arc::clone(t);
+        }
+        self.prune_if_grown();
+        let t: Arc<str> = s.into();
+        self.texts.insert(Arc::clone(&t));
+        t
+    }
+
+    fn prune_if_grown(&mut self) {
+        if self.lists.len() + self.texts.len() < self.prune_at.max(Self::PRUNE_AT) {
+            return;
+        }
+        self.lists.retain(|l| Arc::strong_count(l) > 1);
+        self.texts.retain(|t| Arc::strong_count(t) > 1);
+        self.prune_at = 2 * (self.lists.len() + self.texts.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.lists.len() + self.texts.len()
+    }
+}
 
 /// The roll-up a part's `check` event reports: the worst label of its test grounds, the stale
 /// label it masks, and the worst label a memo replaced. Each text is the shared copy.
@@ -258,7 +313,7 @@ impl TickPart {
     }
 
     /// The receipt keys of its test grounds.
-    pub fn keys(&self) -> &[Box<str>] {
+    pub fn keys(&self) -> &[u64] {
         self.tests.as_ref().map_or(&[], |t| &t.keys)
     }
 
@@ -1274,6 +1329,39 @@ mod tests {
             assert!(pieces.iter().all(|p| p.ends_with('\n')), "each ends a line");
             assert_eq!(pieces.concat(), want, "at +{secs} s");
         }
+    }
+
+    #[test]
+    fn shared_texts_are_one_copy_each_and_unheld_ones_are_let_go() {
+        let mut s = SharedTexts::default();
+        let a = s.text("abc");
+        assert!(Arc::ptr_eq(&a, &s.text("abc")));
+        let l = s.list(&["db/".to_string(), "api/".to_string()]);
+        assert!(Arc::ptr_eq(
+            &l,
+            &s.list(&["db/".to_string(), "api/".to_string()])
+        ));
+        assert!(!Arc::ptr_eq(&l, &s.list(&["db/".to_string()])));
+        for i in 0..5_000 {
+            s.text(&format!("commit {i}"));
+        }
+        assert!(
+            s.len() < 2 * SharedTexts::PRUNE_AT + 2,
+            "bounded: {}",
+            s.len()
+        );
+        assert!(Arc::ptr_eq(&a, &s.text("abc")), "a held copy is kept");
+        assert!(Arc::ptr_eq(
+            &l,
+            &s.list(&["db/".to_string(), "api/".to_string()])
+        ));
+        assert_eq!(receipt_key_number("00000000000f"), Some(15));
+        assert_eq!(
+            receipt_key_number(&proto::id::receipt_key("t")).map(|n| format!("{n:012x}")),
+            Some(proto::id::receipt_key("t"))
+        );
+        assert_eq!(receipt_key_number("f"), None);
+        assert_eq!(receipt_key_number("not a key at"), None);
     }
 
     #[test]

@@ -156,6 +156,8 @@ pub struct Store {
     pub state_watch: crate::check_memo::StateWatch,
     /// The last evaluations of `check`, with what each was computed from.
     pub memos: crate::check_memo::Memos,
+    /// The trigger lists and commits the evaluations' parts share.
+    pub shared_texts: crate::check_memo::SharedTexts,
     /// Verdict changes the last evaluation found, for its caller to take.
     pub pending_changes: Vec<proto::rpc::VerdictChange>,
     /// The write requests this store applied, by client request id (exactly-once writes).
@@ -247,6 +249,7 @@ impl Store {
             receipts: crate::receipt_cache::ReceiptCache::new(&results),
             state_watch: crate::check_memo::StateWatch::new(&results),
             memos: crate::check_memo::Memos::default(),
+            shared_texts: Default::default(),
             pending_changes: Vec::new(),
             requests: crate::requests::RequestLog::new(&results),
             current_request: None,

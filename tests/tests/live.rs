@@ -114,13 +114,18 @@ fn rfc3339_in(secs: i64) -> String {
 fn hot_equals_cold(w: &World, repo: &Repo) -> String {
     let hot = w.evctl(repo.path(), &["check"]).ok().stdout;
     let copy = tempfile::tempdir().expect("tempdir");
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(repo.path())
-        .arg(copy.path().join("repo"))
-        .status()
-        .expect("cp")
-        .success();
+    // The daemon may be writing meanwhile (a temp file renamed away between cp's listing and
+    // its read): copy again until one copy sees no file vanish.
+    let ok = (0..5).any(|_| {
+        let _ = std::fs::remove_dir_all(copy.path().join("repo"));
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(repo.path())
+            .arg(copy.path().join("repo"))
+            .status()
+            .expect("cp")
+            .success()
+    });
     assert!(ok, "copying the repository");
     let cold = w
         .evctl_env(

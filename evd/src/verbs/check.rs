@@ -16,7 +16,7 @@ use proto::rpc::{
 use proto::Tick;
 use serde_json::{Map, Value};
 
-use crate::check_memo::{Basis, CheckEvent, Evaluation, TestPart, TickPart};
+use crate::check_memo::{receipt_key_number, Basis, CheckEvent, Evaluation, TestPart, TickPart};
 use crate::fsio;
 use crate::git_ranges::{self, Answers, Range};
 use crate::receipts::{Receipt, RunResult};
@@ -525,11 +525,12 @@ fn evaluate(
 ) -> Result<Evaluation, Refusal> {
     let view = store.current_shared()?;
     let generation = store.ticks_generation();
-    let changed: Option<std::collections::HashSet<String>> = prior.and_then(|p| {
+    // Receipt files named otherwise are no selector's: they change no part.
+    let changed: Option<std::collections::HashSet<u64>> = prior.and_then(|p| {
         store
             .receipts
             .changed_since(p.receipts)
-            .map(|keys| keys.into_iter().map(str::to_string).collect())
+            .map(|keys| keys.into_iter().filter_map(receipt_key_number).collect())
     });
     // The prior's parts, found by file: usually at the same place in the view, else by name.
     let prior_parts: &[Arc<TickPart>] = match (prior, &changed) {
@@ -602,7 +603,7 @@ fn evaluate(
                     && (!receipts_changed
                         || changed
                             .as_ref()
-                            .is_some_and(|c| !p.keys().iter().any(|k| c.contains(&**k))))
+                            .is_some_and(|c| !p.keys().iter().any(|k| c.contains(k))))
                     && moved
                         .as_ref()
                         .is_some_and(|m| m.is_empty() || !guards_any(packed, m))
@@ -979,11 +980,12 @@ fn evaluate_tick(
         };
         let key = proto::id::receipt_key(reference);
         let recs = store.receipts.get_keyed(&key, reference);
-        keys.push(key.into_boxed_str());
+        keys.extend(receipt_key_number(&key));
         let paths = liveness.triggered_by.as_slice();
         let triggered = verdict::latest(recs.iter()).is_some_and(|r| {
             let t = git.range(false, &r.commit, paths) == Range::Touched;
-            asked.push((paths.into(), r.commit.as_str().into(), t));
+            let shared = &mut store.shared_texts;
+            asked.push((shared.list(paths), shared.text(&r.commit), t));
             t
         });
         let mut asker = GroundGit {
