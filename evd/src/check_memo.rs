@@ -182,7 +182,8 @@ impl SharedTexts {
         self.prune_at = 2 * (self.lists.len() + self.texts.len());
     }
 
-    pub fn len(&self) -> usize {
+    /// How many copies it holds.
+    pub fn held(&self) -> usize {
         self.lists.len() + self.texts.len()
     }
 }
@@ -1346,9 +1347,9 @@ mod tests {
             s.text(&format!("commit {i}"));
         }
         assert!(
-            s.len() < 2 * SharedTexts::PRUNE_AT + 2,
+            s.held() < 2 * SharedTexts::PRUNE_AT + 2,
             "bounded: {}",
-            s.len()
+            s.held()
         );
         assert!(Arc::ptr_eq(&a, &s.text("abc")), "a held copy is kept");
         assert!(Arc::ptr_eq(
