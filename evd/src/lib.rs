@@ -16,6 +16,7 @@ pub mod git_ranges;
 pub mod gitfacts;
 pub mod http_guard;
 pub mod intake;
+pub mod interned;
 pub mod limits;
 pub mod lint;
 pub mod lock;

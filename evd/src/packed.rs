@@ -14,7 +14,7 @@ use proto::model::{Check, Ground, Liveness, SourceRef};
 use proto::Tick;
 
 /// The top-level strings, in the order they are laid out.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum F {
     Decision,
     Observe,
@@ -30,29 +30,66 @@ enum F {
     Ratifies,
 }
 const FIELDS: usize = 12;
+const ALL_FIELDS: [F; FIELDS] = [
+    F::Decision,
+    F::Observe,
+    F::ParentId,
+    F::Id,
+    F::Status,
+    F::HeldSince,
+    F::Blame,
+    F::Authority,
+    F::Jurisdiction,
+    F::Provenance,
+    F::Supersedes,
+    F::Ratifies,
+];
 /// The first optional field: fields from here on may be absent (a bit in `index[0]`).
 const FIRST_OPTIONAL: usize = F::Authority as usize;
 /// Where the top-level strings' ends start in the index.
 const ENDS_AT: usize = 2;
+
+/// The top-level fields that may be kept as a number of the shared table
+/// ([`crate::interned`]) rather than in the text: few distinct values, spelled by every tick.
+const NUMBERED_FIELDS: [F; 5] = [
+    F::Status,
+    F::Blame,
+    F::Authority,
+    F::Jurisdiction,
+    F::Provenance,
+];
+/// In `index[0]`: bit `NUMBERED_AT + j` says `NUMBERED_FIELDS[j]` is kept as a number.
+const NUMBERED_AT: u32 = 8;
 
 const KIND_NONE: u32 = 0;
 const KIND_PERSON: u32 = 1;
 const KIND_TEST: u32 = 2;
 /// In a ground's header: the test binding has a counter-test.
 const HAS_COUNTER: u32 = 4;
+/// In a ground's header: its `supports` is a number.
+const SUPPORTS_NUMBERED: u32 = 8;
+/// In a ground's header: its person's ref is a number.
+const REF_NUMBERED: u32 = 16;
+/// In a ground's header: its `verified_at_sha` is a number.
+const SHA_NUMBERED: u32 = 32;
+/// In a ground's header: every item of its platforms, triggered_by, surfaces list is a number.
+const LIST_NUMBERED: [u32; 3] = [64, 128, 256];
 
 /// One tick, packed (see the module docs).
 ///
-/// `text` holds every string, one after the other. `index` says where each ends and how the
+/// `text` holds every string, one after the other, except those kept as a number of the shared
+/// table ([`crate::interned`]). `index` says where each ends (or its number) and how the
 /// grounds are shaped:
 ///
-/// - `[0]`: which optional fields are present (bit `k` for field `FIRST_OPTIONAL + k`);
+/// - `[0]`: which optional fields are present (bit `k` for field `FIRST_OPTIONAL + k`), and
+///   which of [`NUMBERED_FIELDS`] are numbers (bit [`NUMBERED_AT`]` + j`);
 /// - `[1]`: the number of grounds;
-/// - `[2..14]`: the end of each top-level string (an absent one is empty);
-/// - then per ground: a header (its kind, [`HAS_COUNTER`]); for a test binding the lengths of
-///   its platforms, triggered_by and surfaces lists; then the end of each of its strings:
-///   claim, supports, and the person's ref, or the test's ref, verified_at_sha, counter_test
-///   (empty when absent) and each list's items.
+/// - `[2..14]`: the end of each top-level string (an absent or numbered one is empty);
+/// - the number of each numbered top-level field, in [`NUMBERED_FIELDS`] order;
+/// - then per ground: a header (its kind, [`HAS_COUNTER`], which of its strings are numbers);
+///   for a test binding the lengths of its platforms, triggered_by and surfaces lists; then
+///   the end (or number) of each of its strings: claim, supports, and the person's ref, or the
+///   test's ref, verified_at_sha, counter_test (empty when absent) and each list's items.
 #[derive(Debug)]
 pub struct PackedTick {
     text: Box<str>,
@@ -77,11 +114,11 @@ enum Index {
 }
 
 impl Index {
-    fn of(index: Vec<u32>) -> Index {
+    fn of(index: &[u32]) -> Index {
         if index.iter().all(|&n| n <= u32::from(u16::MAX)) {
             Index::Narrow(index.iter().map(|&n| n as u16).collect())
         } else {
-            Index::Wide(index.into_boxed_slice())
+            Index::Wide(index.into())
         }
     }
 
@@ -137,7 +174,8 @@ impl<'a> Ends<'a> {
     }
 }
 
-/// Appends strings to the buffer being built, and their ends to the index.
+/// Appends strings to the buffer being built, and their ends (or numbers) to the index.
+#[derive(Default)]
 struct Builder {
     text: String,
     index: Vec<u32>,
@@ -149,6 +187,43 @@ impl Builder {
         self.index
             .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
     }
+
+    /// `s` as a number when it has one (`true`), else in the text.
+    fn put_numbered(&mut self, s: &str) -> bool {
+        match crate::interned::number(s) {
+            Some(n) => {
+                self.index.push(n);
+                true
+            }
+            None => {
+                self.put(s);
+                false
+            }
+        }
+    }
+
+    /// A list: as numbers when every item has one (`true`), else in the text.
+    fn put_list(&mut self, items: &[String]) -> bool {
+        let numbers: Option<Vec<u32>> = items.iter().map(|i| crate::interned::number(i)).collect();
+        match numbers {
+            Some(n) => {
+                self.index.extend(n);
+                true
+            }
+            None => {
+                for i in items {
+                    self.put(i);
+                }
+                false
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The buffers a tick is built in before it is copied out at its exact size: packing
+    /// leaves no slack and no freed buffer behind each tick kept.
+    static SCRATCH: std::cell::RefCell<Builder> = std::cell::RefCell::new(Builder::default());
 }
 
 /// One ground of a packed tick, read in place.
@@ -173,19 +248,24 @@ pub enum CheckRef<'a> {
 }
 
 /// A list of strings laid out one after the other: `ends` are their ends in `text`, the first
-/// starting at `start`.
+/// starting at `start`; or, when `numbered`, the numbers of its items in the shared table.
 #[derive(Clone, Copy)]
 pub struct StrList<'a> {
     text: &'a str,
     start: u32,
     ends: Ends<'a>,
+    numbered: bool,
 }
 
 impl<'a> StrList<'a> {
     pub fn iter(&self) -> impl Iterator<Item = &'a str> + 'a {
         let text = self.text;
+        let numbered = self.numbered;
         let mut start = self.start;
         self.ends.iter().map(move |end| {
+            if numbered {
+                return crate::interned::text(end);
+            }
             let s = slice(text, start, end);
             start = end;
             s
@@ -215,15 +295,34 @@ impl<'a> Grounds<'a> {
         s
     }
 
-    fn list(&mut self, n: u32) -> StrList<'a> {
+    /// The next string, kept as a number.
+    fn next_number(&mut self) -> &'a str {
+        let n = self.tick.index.get(self.at).unwrap_or(u32::MAX);
+        self.at += 1;
+        crate::interned::text(n)
+    }
+
+    /// The next string: a number when `numbered`, else in the text.
+    fn next(&mut self, numbered: bool) -> &'a str {
+        if numbered {
+            self.next_number()
+        } else {
+            self.next_str()
+        }
+    }
+
+    fn list(&mut self, n: u32, numbered: bool) -> StrList<'a> {
         let n = n as usize;
         let list = StrList {
             text: &self.tick.text,
             start: self.start,
             ends: self.tick.index.ends(self.at, self.at + n),
+            numbered,
         };
-        if let Some(end) = list.ends.last() {
-            self.start = end;
+        if !numbered {
+            if let Some(end) = list.ends.last() {
+                self.start = end;
+            }
         }
         self.at += n;
         list
@@ -248,20 +347,21 @@ impl<'a> Iterator for Grounds<'a> {
             [0; 3]
         };
         let claim = self.next_str();
-        let supports = self.next_str();
+        let supports = self.next(header & SUPPORTS_NUMBERED != 0);
         let check = match header & 3 {
-            KIND_PERSON => CheckRef::Person(self.next_str()),
+            KIND_PERSON => CheckRef::Person(self.next(header & REF_NUMBERED != 0)),
             KIND_TEST => {
                 let reference = self.next_str();
-                let verified_at_sha = self.next_str();
+                let verified_at_sha = self.next(header & SHA_NUMBERED != 0);
                 let counter = self.next_str();
+                let [p, t, s] = LIST_NUMBERED.map(|bit| header & bit != 0);
                 CheckRef::Test {
                     reference,
                     verified_at_sha,
                     counter_test: (header & HAS_COUNTER != 0).then_some(counter),
-                    platforms: self.list(counts[0]),
-                    triggered_by: self.list(counts[1]),
-                    surfaces: self.list(counts[2]),
+                    platforms: self.list(counts[0], p),
+                    triggered_by: self.list(counts[1], t),
+                    surfaces: self.list(counts[2], s),
                 }
             }
             _ => CheckRef::None,
@@ -276,10 +376,16 @@ impl<'a> Iterator for Grounds<'a> {
 
 impl PackedTick {
     pub fn pack(t: &Tick) -> PackedTick {
-        let mut b = Builder {
-            text: String::with_capacity(text_len(t)),
-            index: Vec::with_capacity(ENDS_AT + FIELDS + 8 * t.grounds.len()),
-        };
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut b) => Self::pack_in(t, &mut b),
+            // Never nested; a fresh builder all the same if it were.
+            Err(_) => Self::pack_in(t, &mut Builder::default()),
+        })
+    }
+
+    fn pack_in(t: &Tick, b: &mut Builder) -> PackedTick {
+        b.text.clear();
+        b.index.clear();
         let optional = [
             &t.authority,
             &t.jurisdiction,
@@ -295,32 +401,62 @@ impl PackedTick {
         b.index.push(present);
         b.index
             .push(u32::try_from(t.grounds.len()).unwrap_or(u32::MAX));
-        for s in [
-            &t.decision,
-            &t.observe,
-            &t.parent_id,
-            &t.id,
-            &t.status,
-            &t.held_since,
-            &t.blame,
-        ] {
-            b.put(s);
+        let top = |f: F| -> Option<&str> {
+            match f {
+                F::Decision => Some(&t.decision),
+                F::Observe => Some(&t.observe),
+                F::ParentId => Some(&t.parent_id),
+                F::Id => Some(&t.id),
+                F::Status => Some(&t.status),
+                F::HeldSince => Some(&t.held_since),
+                F::Blame => Some(&t.blame),
+                F::Authority => t.authority.as_deref(),
+                F::Jurisdiction => t.jurisdiction.as_deref(),
+                F::Provenance => t.provenance.as_deref(),
+                F::Supersedes => t.supersedes.as_deref(),
+                F::Ratifies => t.ratifies.as_deref(),
+            }
+        };
+        // The numbered fields first (their numbers follow the ends), each then empty in the
+        // text; an absent optional field is empty and gets no number.
+        let mut numbers = Vec::new();
+        for (j, f) in NUMBERED_FIELDS.iter().enumerate() {
+            if let Some(n) = top(*f).and_then(crate::interned::number) {
+                b.index[0] |= 1 << (NUMBERED_AT + j as u32);
+                numbers.push(n);
+            }
         }
-        for o in optional {
-            b.put(o.as_deref().unwrap_or_default());
+        for f in ALL_FIELDS {
+            let numbered = NUMBERED_FIELDS
+                .iter()
+                .position(|n| *n == f)
+                .is_some_and(|j| b.index[0] & 1 << (NUMBERED_AT + j as u32) != 0);
+            b.put(if numbered {
+                ""
+            } else {
+                top(f).unwrap_or_default()
+            });
         }
+        b.index.extend(numbers);
         for g in &t.grounds {
+            let header_at = b.index.len();
             match &g.check {
                 None => {
                     b.index.push(KIND_NONE);
                     b.put(&g.claim);
-                    b.put(&g.supports);
+                    if b.put_numbered(&g.supports) {
+                        b.index[header_at] |= SUPPORTS_NUMBERED;
+                    }
                 }
                 Some(Check::Person { reference }) => {
                     b.index.push(KIND_PERSON);
                     b.put(&g.claim);
-                    b.put(&g.supports);
-                    b.put(reference);
+                    if b.put_numbered(&g.supports) {
+                        b.index[header_at] |= SUPPORTS_NUMBERED;
+                    }
+                    if b.put_numbered(reference) {
+                        b.index[header_at] |= REF_NUMBERED;
+                    }
                 }
                 Some(Check::Test {
                     reference,
@@ -343,19 +479,25 @@ impl PackedTick {
                         b.index.push(u32::try_from(l.len()).unwrap_or(u32::MAX));
                     }
                     b.put(&g.claim);
-                    b.put(&g.supports);
+                    if b.put_numbered(&g.supports) {
+                        b.index[header_at] |= SUPPORTS_NUMBERED;
+                    }
                     b.put(reference);
-                    b.put(verified_at_sha);
+                    if b.put_numbered(verified_at_sha) {
+                        b.index[header_at] |= SHA_NUMBERED;
+                    }
                     b.put(counter_test.as_deref().unwrap_or_default());
-                    for item in lists.into_iter().flatten() {
-                        b.put(item);
+                    for (l, bit) in lists.into_iter().zip(LIST_NUMBERED) {
+                        if b.put_list(l) {
+                            b.index[header_at] |= bit;
+                        }
                     }
                 }
             }
         }
         PackedTick {
-            text: b.text.into_boxed_str(),
-            index: Index::of(b.index),
+            text: b.text.as_str().into(),
+            index: Index::of(&b.index),
             identity: crate::view::identity_of(t),
             rare: (t.source_ref.is_some() || !t.unknown_keys.is_empty()).then(|| {
                 Box::new(Rare {
@@ -428,7 +570,7 @@ impl PackedTick {
     pub fn grounds(&self) -> impl Iterator<Item = GroundRef<'_>> {
         Grounds {
             tick: self,
-            at: ENDS_AT + FIELDS,
+            at: ENDS_AT + FIELDS + self.numbered_fields(),
             start: self.index.get(ENDS_AT + FIELDS - 1).unwrap_or(0),
             left: self.index.get(1).unwrap_or(0),
         }
@@ -436,12 +578,32 @@ impl PackedTick {
 
     fn f(&self, f: F) -> &str {
         let k = f as usize;
+        let flags = self.index.get(0).unwrap_or(0);
+        if let Some(j) = NUMBERED_FIELDS.iter().position(|n| *n == f) {
+            if flags & 1 << (NUMBERED_AT + j as u32) != 0 {
+                // Its number sits after the ends, among the numbered fields before it.
+                let before = (0..j)
+                    .filter(|i| flags & 1 << (NUMBERED_AT + *i as u32) != 0)
+                    .count();
+                let n = self
+                    .index
+                    .get(ENDS_AT + FIELDS + before)
+                    .unwrap_or(u32::MAX);
+                return crate::interned::text(n);
+            }
+        }
         let start = match k {
             0 => 0,
             _ => self.index.get(ENDS_AT + k - 1).unwrap_or(0),
         };
         let end = self.index.get(ENDS_AT + k).unwrap_or(start);
         slice(&self.text, start, end)
+    }
+
+    /// How many top-level fields are kept as numbers.
+    fn numbered_fields(&self) -> usize {
+        let flags = self.index.get(0).unwrap_or(0);
+        (flags >> NUMBERED_AT & 0b11111).count_ones() as usize
     }
 
     fn fo(&self, f: F) -> Option<&str> {
@@ -526,55 +688,6 @@ impl PackedTick {
     }
 }
 
-/// The buffer a tick packs into.
-fn text_len(t: &Tick) -> usize {
-    let o = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    let grounds: usize = t
-        .grounds
-        .iter()
-        .map(|g| {
-            g.claim.len()
-                + g.supports.len()
-                + match &g.check {
-                    None => 0,
-                    Some(Check::Person { reference }) => reference.len(),
-                    Some(Check::Test {
-                        reference,
-                        verified_at_sha,
-                        counter_test,
-                        liveness,
-                    }) => {
-                        reference.len()
-                            + verified_at_sha.len()
-                            + o(counter_test)
-                            + [
-                                &liveness.platforms,
-                                &liveness.triggered_by,
-                                &liveness.surfaces,
-                            ]
-                            .iter()
-                            .flat_map(|v| v.iter())
-                            .map(String::len)
-                            .sum::<usize>()
-                    }
-                }
-        })
-        .sum();
-    t.decision.len()
-        + t.observe.len()
-        + t.parent_id.len()
-        + t.id.len()
-        + t.status.len()
-        + t.held_since.len()
-        + t.blame.len()
-        + o(&t.authority)
-        + o(&t.jurisdiction)
-        + o(&t.provenance)
-        + o(&t.supersedes)
-        + o(&t.ratifies)
-        + grounds
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -620,6 +733,38 @@ mod tests {
         )
         .expect("a tick");
         assert_eq!(PackedTick::pack(&bare).tick(), bare);
+    }
+
+    #[test]
+    fn texts_too_long_for_a_number_stay_in_the_text_beside_numbered_ones() {
+        let long = "l".repeat(crate::interned::MAX_LEN + 1);
+        let text = format!(
+            r#"{{"authority":"{long}","blame":"","decision":"d","grounds":[
+            {{"claim":"c0","supports":"rejected:{long}","check":{{"by":"person","ref":"{long}"}}}},
+            {{"claim":"c1","supports":"chosen","check":{{"by":"person","ref":"q3"}}}},
+            {{"claim":"c2","supports":"chosen","check":{{"by":"test","ref":"t","verified_at_sha":"0123456789abcdef0123456789abcdef01234567",
+              "liveness":{{"platforms":["linux","{long}"],"triggered_by":["a/"],"surfaces":["api"]}}}}}}],
+            "held_since":"h","id":"bbbbbbbbbbbb","jurisdiction":"A","observe":"o","parent_id":"aaaaaaaaaaaa",
+            "provenance":"imported","status":"live"}}"#
+        );
+        let t = Tick::parse(&text).expect("a tick");
+        let p = PackedTick::pack(&t);
+        assert_eq!(p.tick(), t);
+        assert_eq!(p.authority(), Some(long.as_str()));
+        assert_eq!(p.jurisdiction(), Some("A"));
+        assert_eq!(p.blame(), "");
+        assert_eq!(p.status(), "live");
+        assert_eq!(p.decision(), "d");
+        assert_eq!(p.id(), "bbbbbbbbbbbb");
+        assert_eq!(
+            p.ground_text(0),
+            ("c0", format!("rejected:{long}").as_str())
+        );
+        assert_eq!(p.ground_text(2), ("c2", "chosen"));
+        assert!(
+            p.text.len() > 3 * long.len(),
+            "the long ones are in the text"
+        );
     }
 
     #[test]
