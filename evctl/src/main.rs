@@ -7,6 +7,7 @@ mod generate;
 mod grammar;
 mod hook_run;
 mod hooks;
+mod ledger;
 mod lsp;
 mod migrate;
 mod render;
@@ -261,6 +262,15 @@ enum Cmd {
         /// Files or directories (default: all guarded paths).
         paths: Vec<String>,
     },
+    /// The store's event ledger (results/ledger/events.jsonl): append events, verify it.
+    ///
+    /// An append-only, hash-chained JSON Lines journal (seed 002's envelope) whose only writer
+    /// is evd: events are validated at the door and refused whole, naming the rule they break.
+    /// See docs/ledger.md.
+    Ledger {
+        #[command(subcommand)]
+        action: ledger::LedgerAction,
+    },
     /// Re-open one decision: its tags, edges and what each test ground reads now.
     Reopen {
         /// The 12-hex tick id.
@@ -468,6 +478,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Why { selector } => verbs::why(&mut s, selector).await,
         Cmd::Reopen { id } => verbs::reopen(&mut s, &g, id).await,
         Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
+        Cmd::Ledger { action } => ledger::run(&mut s, action).await,
         Cmd::Completions { shell } => generate::completions(command(), shell),
         Cmd::Man { dir } => generate::man(command(), dir, g.json),
         Cmd::Lsp => lsp::serve(&g),

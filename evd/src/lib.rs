@@ -17,6 +17,7 @@ pub mod gitfacts;
 pub mod http_guard;
 pub mod intake;
 pub mod interned;
+pub mod ledger;
 pub mod limits;
 pub mod lint;
 pub mod lock;

@@ -565,6 +565,19 @@ impl EvApiServer for Rpc {
         .await
     }
 
+    async fn ledger_append(
+        &self,
+        req: proto::rpc::LedgerAppendRequest,
+    ) -> RpcResult<proto::rpc::LedgerAppendResult> {
+        let ctx = req.context.clone();
+        let key = write_key("ledger_append", &req);
+        on_store_write(&self.0, &ctx, key, move |s| verbs::ledger::append(s, &req)).await
+    }
+
+    async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerVerifyResult> {
+        on_store(&self.0, &req.context, verbs::ledger::verify).await
+    }
+
     async fn brief(&self, req: proto::rpc::BriefRequest) -> RpcResult<proto::rpc::BriefResult> {
         let ctx = req.context.clone();
         on_store(&self.0, &ctx, move |s| verbs::brief(s, &req)).await

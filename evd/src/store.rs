@@ -158,6 +158,8 @@ pub struct Store {
     pub memos: crate::check_memo::Memos,
     /// The trigger lists and commits the evaluations' parts share.
     pub shared_texts: crate::check_memo::SharedTexts,
+    /// The store's event ledger (`results/ledger/events.jsonl`), as its writer holds it.
+    pub ledger: crate::ledger::Ledger,
     /// Verdict changes the last evaluation found, for its caller to take.
     pub pending_changes: Vec<proto::rpc::VerdictChange>,
     /// The write requests this store applied, by client request id (exactly-once writes).
@@ -250,6 +252,7 @@ impl Store {
             state_watch: crate::check_memo::StateWatch::new(&results),
             memos: crate::check_memo::Memos::default(),
             shared_texts: Default::default(),
+            ledger: crate::ledger::Ledger::new(&results),
             pending_changes: Vec::new(),
             requests: crate::requests::RequestLog::new(&results),
             current_request: None,

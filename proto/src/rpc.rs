@@ -1313,6 +1313,51 @@ pub struct AppendReceiptsResult {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The event ledger
+
+/// Events to append to the store's ledger (`results/ledger/events.jsonl`), in order: each an
+/// object with seed 002's envelope (`schema_version`, `event_type`, `run_id`, `agent_id`,
+/// `payload`; `host` and `git` are filled in by evd when absent), never `seq`, `ts` or `prev`,
+/// which are the writer's. The batch is admitted whole or not at all.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerAppendRequest {
+    pub context: Context,
+    pub events: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LedgerAppendResult {
+    /// The lines written, each exactly as appended (without its newline).
+    pub lines: Vec<String>,
+    /// The seq of the first line written.
+    pub first_seq: u64,
+}
+
+/// The first line of the ledger that breaks a rule.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LedgerFault {
+    /// 1-based line number.
+    pub line: u64,
+    /// `json`, `size`, `seq`, `chain`, `order`, `envelope`, `schema_version`, `event_type`,
+    /// `payload`, or a consistency rule `R1`…`R9`.
+    pub rule: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LedgerVerifyResult {
+    pub path: String,
+    /// Lines in the file.
+    pub lines: u64,
+    /// The first violation; `None` when every line keeps every rule.
+    pub fault: Option<LedgerFault>,
+    /// The seq of the `ledger_validation_error` event this verification appended to report
+    /// the fault (none when the same fault was already the last one reported).
+    pub reported_seq: Option<u64>,
+}
+
+// ---------------------------------------------------------------------------------------------
 // Live verdicts
 
 /// One ground's verdict moved (as a plain `check` reads it).
@@ -1427,6 +1472,16 @@ pub trait EvApi {
     /// taken (what a hook names before a commit, what an editor shows on a file).
     #[method(name = "guards")]
     async fn guards(&self, req: GuardsRequest) -> RpcResult<GuardsResult>;
+
+    /// Append events to the store's ledger: validated at the door (envelope, schema version,
+    /// the consistency rules), chained, written durably; refused whole, naming the rule.
+    #[method(name = "ledger.append")]
+    async fn ledger_append(&self, req: LedgerAppendRequest) -> RpcResult<LedgerAppendResult>;
+
+    /// Verify the whole ledger (order, chain, envelope, rules); a fault is reported by
+    /// appending a `ledger_validation_error` event, never by changing a line.
+    #[method(name = "ledger.verify")]
+    async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<LedgerVerifyResult>;
 
     /// Live verdict changes of one store, pushed as they happen (the watcher keeps evaluating).
     #[subscription(name = "watch" => "watch.event", unsubscribe = "unwatch", item = WatchEvent)]

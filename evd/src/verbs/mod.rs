@@ -7,6 +7,7 @@ pub mod decide;
 pub mod guard;
 pub mod guards;
 pub mod init;
+pub mod ledger;
 pub mod list;
 pub mod log;
 pub mod migrate;

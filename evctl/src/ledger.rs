@@ -1,0 +1,166 @@
+//! `evctl ledger …`: the store's event ledger (`results/ledger/events.jsonl`), whose only
+//! writer is evd: append events through it, verify the whole file.
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use proto::rpc::{LedgerAppendRequest, LedgerVerifyResult, Refusal, StoreRequest};
+
+use crate::context::Needs;
+use crate::render::{self, Out};
+use crate::rpc;
+use crate::session::{local_write, Session};
+
+/// The most event text one `append` sends (a request is at most 1 MiB on the socket).
+const MAX_INPUT: usize = 960 * 1024;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum LedgerAction {
+    /// Append events, one JSON object per line, from FILE (or standard input).
+    ///
+    /// Each event carries seed 002's envelope: schema_version ("1.1", or "1.0", upgraded),
+    /// event_type, run_id, agent_id and payload; host and git are filled in by evd when
+    /// absent; seq, ts and prev are evd's and must not be given. The events are checked
+    /// against the ledger and each other (the consistency rules R1–R9) and written all
+    /// together or not at all: a refusal names the event and the rule.
+    ///
+    /// Example:
+    ///   printf '%s\n' '{"schema_version":"1.1","event_type":"intent_created","run_id":"R-1",
+    ///     "agent_id":"planner","payload":{"intent_id":"I-1","parent_intent_id":null,"goal":"g"}}' |
+    ///     evctl ledger append
+    #[command(verbatim_doc_comment)]
+    Append {
+        /// A file of events, one per line (default, or `-`: standard input).
+        file: Option<PathBuf>,
+    },
+    /// Verify the whole ledger: order, the hash chain, every envelope and rule.
+    ///
+    /// Exit 1 on the first line that breaks a rule, named with the rule; the fault is also
+    /// reported as a `ledger_validation_error` event appended to the ledger (history itself
+    /// is never changed). There is no lenient mode.
+    Verify,
+}
+
+pub async fn run(s: &mut Session, action: LedgerAction) -> Out {
+    match action {
+        LedgerAction::Append { file } => append(s, file).await,
+        LedgerAction::Verify => verify(s).await,
+    }
+}
+
+/// The events of `text`: one JSON value per non-blank line.
+fn parse_events(text: &str) -> Result<Vec<serde_json::Value>, Refusal> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                Refusal::refused(
+                    "ledger_input",
+                    format!("line {} of the events is not JSON: {e}", i + 1),
+                )
+            })
+        })
+        .collect()
+}
+
+fn read_input(file: Option<PathBuf>) -> Result<String, Refusal> {
+    let mut bytes = Vec::new();
+    let limit = MAX_INPUT as u64 + 1;
+    let r = match file.as_deref() {
+        None => std::io::stdin().take(limit).read_to_end(&mut bytes),
+        Some(p) if p.as_os_str() == "-" => std::io::stdin().take(limit).read_to_end(&mut bytes),
+        Some(p) => std::fs::File::open(p).and_then(|f| f.take(limit).read_to_end(&mut bytes)),
+    };
+    r.map_err(|e| Refusal::io(format!("reading the events: {e}")))?;
+    if bytes.len() > MAX_INPUT {
+        return Err(Refusal::refused(
+            "ledger_input",
+            format!(
+                "more than {} KiB of events in one append: split them",
+                MAX_INPUT / 1024
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| Refusal::refused("ledger_input", "the events are not UTF-8"))
+}
+
+async fn append(s: &mut Session, file: Option<PathBuf>) -> Out {
+    let events = match read_input(file).and_then(|t| parse_events(&t)) {
+        Ok(e) => e,
+        Err(e) => return render::refusal(&e, s.json),
+    };
+    let ctx = s.context(true, Needs::default());
+    let req = LedgerAppendRequest {
+        context: ctx.clone(),
+        events,
+    };
+    let r = s
+        .write(rpc!(req, ledger_append), || {
+            local_write(&ctx, |st| evd::verbs::ledger::append(st, &req))
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| {
+        let mut out = Out::default();
+        if json {
+            out.json(v);
+        } else {
+            let n = v.lines.len() as u64;
+            let last = v.first_seq + n.saturating_sub(1);
+            if n == 1 {
+                out.line(format!("appended 1 event, seq {last}"));
+            } else {
+                out.line(format!("appended {n} events, seq {}–{last}", v.first_seq));
+            }
+        }
+        out
+    })
+}
+
+async fn verify(s: &mut Session) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let r = s
+        .read(rpc!(req, ledger_verify), || {
+            local_write(&ctx, evd::verbs::ledger::verify)
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| render_verify(v, json))
+}
+
+fn render_verify(v: &LedgerVerifyResult, json: bool) -> Out {
+    let mut out = Out::default();
+    match &v.fault {
+        None => {
+            if json {
+                out.json(v);
+            } else {
+                let n = match v.lines {
+                    1 => "1 event".to_string(),
+                    n => format!("{n} events"),
+                };
+                out.line(format!("ledger ok: {n} in {}", v.path));
+            }
+        }
+        Some(f) => {
+            out.code = 1;
+            if json {
+                out.json(v);
+            } else {
+                out.err(format!(
+                    "evctl: the ledger is broken at line {} ({}): {}",
+                    f.line, f.rule, f.message
+                ));
+                if let Some(seq) = v.reported_seq {
+                    out.err(format!("reported as ledger_validation_error, seq {seq}"));
+                }
+            }
+        }
+    }
+    out
+}

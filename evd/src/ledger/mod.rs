@@ -1,0 +1,88 @@
+//! The event ledger of a store (seed 002), with the integrity of seed 003: an append-only JSON
+//! Lines file whose only writer is the evd that owns the store.
+//!
+//! **Where it lives, and why.** `.evolving/results/ledger/events.jsonl`: host-local, like the
+//! rest of `results/` (git-ignored, never part of a tick id). Every event records the host and
+//! the run it happened in, and every line is chained to the one before it (`prev`, the sha256
+//! of that line), so two clones cannot share one file: their chains would fork at the first
+//! event either wrote, and no merge of two forks keeps both chains whole. Each host keeps its
+//! own ledger; what is shared between clones is the ticks, as before.
+//!
+//! - [`rules`]: the envelope, the schema versions and their upgrader, the consistency rules;
+//! - [`file`]: reading and verifying the file, appending to it durably.
+
+pub mod file;
+pub mod rules;
+
+use serde_json::{Map, Value};
+
+pub use file::{Broken, Ledger};
+pub use rules::{Rules, Violation, SCHEMA_VERSION};
+
+/// The host part of the envelope, for events that do not bring their own.
+pub fn host(repo_root: &std::path::Path) -> Value {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let mut h = Map::new();
+    h.insert("hostname".into(), hostname.into());
+    h.insert("platform".into(), std::env::consts::OS.into());
+    h.insert("repo_root".into(), repo_root.display().to_string().into());
+    Value::Object(h)
+}
+
+/// The git part of the envelope, from what evd knows of the repository.
+pub fn git(branch: &str, head_sha: &str, dirty: bool) -> Value {
+    let mut g = Map::new();
+    g.insert("branch".into(), branch.into());
+    g.insert("head_sha".into(), head_sha.into());
+    g.insert("dirty".into(), dirty.into());
+    Value::Object(g)
+}
+
+/// A client's event as it reaches the door: an object with the envelope 002 requires, of a
+/// readable version (upgraded to the current one here), of a type clients may append, and
+/// without the writer's own fields. `host` and `git` are filled in from `host`/`git` when the
+/// event has none. Returns the event ready for [`Rules::admit`].
+pub fn from_client(v: Value, host: &Value, git: &Value) -> Result<Map<String, Value>, Violation> {
+    let Value::Object(mut ev) = v else {
+        return Err(Violation {
+            rule: "envelope",
+            message: "an event must be a JSON object".into(),
+        });
+    };
+    for k in ["seq", "ts", "prev"] {
+        if ev.contains_key(k) {
+            return Err(Violation {
+                rule: "envelope",
+                message: format!("{k} is the ledger writer's: an appended event must not carry it"),
+            });
+        }
+    }
+    rules::upgrade(&mut ev)?;
+    match ev.get("event_type").and_then(Value::as_str) {
+        Some(t) if rules::DAEMON_TYPES.contains(&t) => {
+            return Err(Violation {
+                rule: "event_type",
+                message: format!("{t} events are evd's own journal: a client may not append them"),
+            })
+        }
+        _ => {}
+    }
+    ev.entry("host").or_insert_with(|| host.clone());
+    ev.entry("git").or_insert_with(|| git.clone());
+    rules::check_envelope(&ev)?;
+    let size = proto::json::compact(&Value::Object(ev.clone())).len();
+    if size > file::MAX_LINE - 512 {
+        return Err(Violation {
+            rule: "size",
+            message: format!(
+                "the event is {size} bytes; the most an event may be is {}",
+                file::MAX_LINE - 512
+            ),
+        });
+    }
+    Ok(ev)
+}

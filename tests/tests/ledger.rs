@@ -1,0 +1,400 @@
+//! The event ledger (seeds 002 and 003) through the real daemon, socket and files: every
+//! consistency rule refused at the door with nothing written, the hash chain catching a
+//! reordered line, an edited byte, a removed line and an injected event anywhere in the file,
+//! unknown schema versions refused and 1.0 upgraded, and faults reported as events, never by
+//! changing history.
+
+use std::path::{Path, PathBuf};
+
+use evd_e2e::{rpc_post, Repo, World};
+use serde_json::{json, Value};
+
+fn ledger_file(repo: &Repo) -> PathBuf {
+    repo.ev_dir().join("results/ledger/events.jsonl")
+}
+
+/// An event of `event_type` with `payload`, the envelope complete but for host and git.
+fn ev(event_type: &str, payload: Value) -> Value {
+    json!({
+        "schema_version": "1.1",
+        "event_type": event_type,
+        "run_id": "R-test-1",
+        "agent_id": "agent-planner-07",
+        "payload": payload,
+    })
+}
+
+/// `evctl ledger append` of `events` (written to a file first); the whole run.
+fn append(w: &World, repo: &Repo, events: &[Value]) -> evd_e2e::Run {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("events.jsonl");
+    let text: String = events.iter().map(|e| format!("{e}\n")).collect();
+    std::fs::write(&f, text).expect("write events");
+    w.evctl(
+        repo.path(),
+        &["ledger", "append", f.to_str().expect("utf-8")],
+    )
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn repo(w: &World) -> Repo {
+    let r = Repo::new();
+    w.evctl(r.path(), &["init"]).ok();
+    r
+}
+
+fn intent(id: &str, parent: Option<&str>) -> Value {
+    ev(
+        "intent_created",
+        json!({"intent_id": id, "parent_intent_id": parent, "goal": "g",
+               "constraints": {}, "scope": {}}),
+    )
+}
+
+fn variant(intent: &str, plan: &str, p: f64) -> Value {
+    ev(
+        "plan_variant_created",
+        json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1",
+               "predicted": {"p_success": p, "entropy": 3.0}}),
+    )
+}
+
+#[test]
+fn events_are_chained_and_every_consistency_rule_is_refused_at_the_door() {
+    let w = World::new();
+    let r = repo(&w);
+    let path = ledger_file(&r);
+
+    // A whole plan's life, in one batch: accepted, numbered and chained.
+    let life = [
+        intent("I-1", None),
+        variant("I-1", "P-1", 0.8),
+        ev(
+            "plan_selected",
+            json!({"intent_id": "I-1", "plan_id": "P-1", "variant_id": "v1"}),
+        ),
+        ev(
+            "execution_started",
+            json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1"}),
+        ),
+        ev(
+            "execution_completed",
+            json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1",
+            "status": "success", "actual": {"p_success": 1.0, "entropy": 2.0}}),
+        ),
+    ];
+    let out = append(&w, &r, &life).ok();
+    assert_eq!(out.stdout, "appended 5 events, seq 1–5\n");
+    let written = lines(&path);
+    assert_eq!(written.len(), 5);
+    let mut prev = "0".repeat(64);
+    for (i, l) in written.iter().enumerate() {
+        let v: Value = serde_json::from_str(l).expect("a JSON line");
+        assert_eq!(v["seq"], json!(i as u64 + 1));
+        assert_eq!(
+            v["prev"],
+            json!(prev),
+            "line {} chains to the one before",
+            i + 1
+        );
+        assert_eq!(v["schema_version"], "1.1");
+        assert!(v["host"]["hostname"].is_string() && v["git"]["dirty"].is_boolean());
+        prev = evd::ledger::rules::line_hash(l);
+    }
+
+    // Each rule broken on purpose: refused naming the rule, and nothing written.
+    let cases: Vec<(&str, Vec<Value>)> = vec![
+        ("R1", vec![variant("I-unknown", "P-9", 0.5)]),
+        ("R1", vec![intent("I-1", None)]),
+        (
+            "R2",
+            vec![ev(
+                "plan_selected",
+                json!({"intent_id": "I-1", "plan_id": "P-nope"}),
+            )],
+        ),
+        (
+            "R3",
+            vec![
+                variant("I-1", "P-2", 0.5),
+                ev(
+                    "execution_started",
+                    json!({"intent_id": "I-1", "plan_id": "P-2"}),
+                ),
+            ],
+        ),
+        (
+            "R4",
+            vec![ev(
+                "execution_completed",
+                json!({"intent_id": "I-1", "plan_id": "P-1",
+                    "status": "failure"}),
+            )],
+        ),
+        (
+            "R5",
+            vec![ev(
+                "intent_promoted_to_main",
+                json!({"intent_id": "I-1", "from_branch": "i1",
+                    "to_branch": "main", "merge_sha": "abc"}),
+            )],
+        ),
+        (
+            "R6",
+            vec![ev(
+                "git_rebase_completed",
+                json!({"intent_id": "I-1", "branch": "i1",
+                    "status": "success"}),
+            )],
+        ),
+        (
+            "R7",
+            vec![
+                ev(
+                    "execution_started",
+                    json!({"intent_id": "I-1", "plan_id": "P-1"}),
+                ),
+                ev(
+                    "execution_completed",
+                    json!({"intent_id": "I-1", "plan_id": "P-1",
+                    "status": "success", "actual": {"p_success": 0.0}}),
+                ),
+            ],
+        ),
+        ("R8", vec![variant("I-1", "P-3", 1.5)]),
+        (
+            "R8",
+            vec![ev(
+                "plan_variant_created",
+                json!({"intent_id": "I-1", "plan_id": "P-4",
+                    "predicted": {"p_success": 0.5, "entropy": -1}}),
+            )],
+        ),
+        (
+            "R9",
+            vec![
+                intent("I-1.1", Some("I-1")),
+                ev(
+                    "git_merge_attempted",
+                    json!({"intent_id": "I-1.1", "from_branch": "i11",
+                    "to_branch": "main", "status": "success"}),
+                ),
+            ],
+        ),
+        (
+            "envelope",
+            vec![
+                json!({"schema_version": "1.1", "event_type": "intent_created",
+                    "agent_id": "a", "payload": {"intent_id": "I-x"}}),
+            ],
+        ),
+        (
+            "envelope",
+            vec![{
+                let mut e = intent("I-y", None);
+                e["seq"] = json!(99);
+                e
+            }],
+        ),
+        (
+            "schema_version",
+            vec![{
+                let mut e = intent("I-z", None);
+                e["schema_version"] = json!("2.0");
+                e
+            }],
+        ),
+        ("event_type", vec![ev("verdict_changed", json!({}))]),
+        ("event_type", vec![ev("made_up", json!({}))]),
+    ];
+    for (rule, events) in cases {
+        let before = std::fs::read(&path).expect("ledger");
+        let out = append(&w, &r, &events);
+        assert_eq!(out.code, 1, "{rule}: refused: {out:?}");
+        assert!(
+            out.stderr.contains(&format!("{rule}:")) && out.stderr.contains("nothing was appended"),
+            "{rule}: the refusal names the rule: {}",
+            out.stderr
+        );
+        assert_eq!(
+            std::fs::read(&path).expect("ledger"),
+            before,
+            "{rule}: nothing written"
+        );
+    }
+
+    // Seed 002's own 1.0 events are upgraded at the door, not refused.
+    let mut old = intent("I-2", None);
+    old["schema_version"] = json!("1.0");
+    append(&w, &r, &[old]).ok();
+    let last: Value = serde_json::from_str(lines(&path).last().expect("a line")).expect("json");
+    assert_eq!(
+        (last["schema_version"].clone(), last["seq"].clone()),
+        (json!("1.1"), json!(6))
+    );
+
+    // Through the socket as any client speaks it: the same door.
+    let ctx = json!({"store": r.path().display().to_string()});
+    let ok = rpc_post(
+        &w.socket(),
+        "ev.ledger.append",
+        json!([{"context": ctx, "events": [variant("I-2", "P-1", 0.3)]}]),
+    );
+    assert_eq!(ok["result"]["first_seq"], json!(7), "{ok}");
+    let refused = rpc_post(
+        &w.socket(),
+        "ev.ledger.append",
+        json!([{"context": ctx, "events": [ev("plan_selected", json!({"intent_id": "I-2", "plan_id": "P-0"}))]}]),
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("R2:")),
+        "{refused}"
+    );
+
+    let ok = w.evctl(r.path(), &["ledger", "verify"]).ok();
+    assert_eq!(
+        ok.stdout,
+        format!("ledger ok: 7 events in {}\n", path.display())
+    );
+}
+
+/// A ledger of `n` valid events, and its lines.
+fn valid_ledger(w: &World, r: &Repo, n: usize) -> Vec<String> {
+    let mut events = vec![intent("I-1", None)];
+    for i in 1..n {
+        events.push(variant("I-1", &format!("P-{i}"), 0.5));
+    }
+    append(w, r, &events).ok();
+    lines(&ledger_file(r))
+}
+
+/// Write `lines` back as the ledger, then verify: the hard failure, its line and rule.
+fn tampered(w: &World, r: &Repo, lines: &[String]) -> (u64, String, evd_e2e::Run) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(ledger_file(r), text).expect("tamper");
+    let out = w.evctl(r.path(), &["--json", "ledger", "verify"]);
+    assert_eq!(out.code, 1, "a tampered ledger fails verification: {out:?}");
+    let v: Value = serde_json::from_str(&out.stdout).expect("json");
+    let f = &v["fault"];
+    (
+        f["line"].as_u64().expect("line"),
+        f["rule"].as_str().expect("rule").to_string(),
+        out,
+    )
+}
+
+#[test]
+fn any_rewrite_reorder_removal_or_injection_anywhere_fails_verification_hard() {
+    let w = World::new();
+    let r = repo(&w);
+    let good = valid_ledger(&w, &r, 8);
+    assert_eq!(good.len(), 8);
+
+    // Two lines in the middle swapped.
+    let mut l = good.clone();
+    l.swap(3, 4);
+    assert_eq!(tampered(&w, &r, &l).0, 4);
+
+    // One byte edited in the middle (the goal of an event, JSON still valid).
+    let mut l = good.clone();
+    l[2] = l[2].replacen("0.5", "0.6", 1);
+    let (line, rule, _) = tampered(&w, &r, &l);
+    assert_eq!(
+        (line, rule.as_str()),
+        (4, "chain"),
+        "the next line's prev no longer matches"
+    );
+
+    // A line removed.
+    let mut l = good.clone();
+    l.remove(5);
+    assert_eq!(tampered(&w, &r, &l).0, 6);
+
+    // An event injected, with a plausible seq and prev copied from its neighbour.
+    let mut l = good.clone();
+    l.insert(2, l[2].clone());
+    let (line, _, _) = tampered(&w, &r, &l);
+    assert_eq!(line, 4);
+
+    // The last line cut short (a torn write).
+    let mut l = good.clone();
+    let last = l.len() - 1;
+    l[last].truncate(20);
+    let text: String = l.iter().map(|x| format!("{x}\n")).collect();
+    std::fs::write(ledger_file(&r), text.trim_end()).expect("tear");
+    let out = w.evctl(r.path(), &["ledger", "verify"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("line 8 (json)"), "{}", out.stderr);
+
+    // A broken ledger takes no client events, and a fault is reported once, as an event.
+    std::fs::write(
+        ledger_file(&r),
+        good.iter().map(|x| format!("{x}\n")).collect::<String>(),
+    )
+    .expect("restore");
+    let mut l = good.clone();
+    l.swap(1, 2);
+    let (_, _, first) = tampered(&w, &r, &l);
+    let v: Value = serde_json::from_str(&first.stdout).expect("json");
+    assert_eq!(v["reported_seq"], json!(9));
+    let after = lines(&ledger_file(&r));
+    assert_eq!(&after[..8], &l[..], "history itself is never changed");
+    let report: Value = serde_json::from_str(&after[8]).expect("json");
+    assert_eq!(report["event_type"], "ledger_validation_error");
+    assert_eq!(report["payload"]["line"], json!(2));
+    let again = w.evctl(r.path(), &["--json", "ledger", "verify"]);
+    let v: Value = serde_json::from_str(&again.stdout).expect("json");
+    assert_eq!(
+        (again.code, v["reported_seq"].clone()),
+        (1, Value::Null),
+        "reported once"
+    );
+    let refused = append(&w, &r, &[intent("I-9", None)]);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("broken at line 2"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn without_a_daemon_the_same_rules_hold_in_process() {
+    let w = World::new();
+    let r = repo(&w);
+    w.stop_daemon();
+    let env = [("EVD_NO_DAEMON", "1")];
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("e.jsonl");
+    std::fs::write(
+        &f,
+        format!("{}\n{}\n", intent("I-1", None), variant("I-1", "P-1", 0.2)),
+    )
+    .expect("write");
+    let out = w
+        .evctl_env(
+            r.path(),
+            &env,
+            &["ledger", "append", f.to_str().expect("utf-8")],
+        )
+        .ok();
+    assert_eq!(out.stdout, "appended 2 events, seq 1–2\n");
+    std::fs::write(&f, format!("{}\n", variant("I-2", "P-1", 0.2))).expect("write");
+    let out = w.evctl_env(
+        r.path(),
+        &env,
+        &["ledger", "append", f.to_str().expect("utf-8")],
+    );
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("R1:"), "{}", out.stderr);
+    w.evctl_env(r.path(), &env, &["ledger", "verify"]).ok();
+}
