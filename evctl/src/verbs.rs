@@ -1,7 +1,6 @@
 //! One handler per verb: resolve what the caller knows, ask the session (daemon or in-process),
 //! render the answer.
 
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use evd::{paths, verbs};
@@ -521,6 +520,62 @@ enum Ran {
     CouldNot(String),
 }
 
+/// A test's run as the ledger records it (`tool_call`).
+fn tool_run(command: &str, role: &str, c: Captured) -> proto::rpc::ToolRun {
+    proto::rpc::ToolRun {
+        command: command.to_string(),
+        role: role.to_string(),
+        exit_code: c.exit_code,
+        stdout: String::from_utf8_lossy(&c.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&c.stderr).into_owned(),
+        duration_ms: c.duration_ms,
+    }
+}
+
+/// What a test printed, kept for the ledger as it was shown (at most [`KEEP_OUTPUT`] bytes of
+/// each stream), and how it ended.
+#[derive(Debug, Default, Clone)]
+pub struct Captured {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// The exit code (`None`: killed by a signal, or never started).
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+/// The most of each stream of a test kept for the ledger's artifacts.
+const KEEP_OUTPUT: usize = 64 * 1024;
+/// How long a test's output is still forwarded after it exits (something it started in the
+/// background may hold its streams open): past that, its run is recorded as it stands.
+const OUTPUT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Copy `from` to `to` as it comes, keeping its first [`KEEP_OUTPUT`] bytes.
+fn tee(
+    mut from: impl std::io::Read + Send + 'static,
+    to: fn() -> Box<dyn std::io::Write>,
+) -> std::sync::mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let chunk = buf.get(..n).unwrap_or_default();
+                    let mut out = to();
+                    let _ = out.write_all(chunk);
+                    let _ = out.flush();
+                    let room = KEEP_OUTPUT.saturating_sub(kept.len());
+                    kept.extend_from_slice(chunk.get(..n.min(room)).unwrap_or_default());
+                }
+            }
+        }
+        let _ = tx.send(kept);
+    });
+    rx
+}
+
 /// How `check --run` runs the bound tests: always in the caller's process and environment (never
 /// in evd). `evctl check --run` runs every planned binding declaring the platform, with the
 /// terminal's stdin and stdout; the language server runs one decision's, off its protocol streams
@@ -538,7 +593,22 @@ pub struct TestRun<'a> {
 }
 
 impl TestRun<'_> {
-    fn sh(&self, root: &Path, selector: &str, green: i32) -> Ran {
+    /// [`TestRun::sh`], the run kept in `runs` for the ledger.
+    fn sh_kept(
+        &self,
+        root: &Path,
+        selector: &str,
+        role: &str,
+        green: i32,
+        runs: &mut Vec<proto::rpc::ToolRun>,
+    ) -> Ran {
+        let mut captured = Captured::default();
+        let r = self.sh(root, selector, green, &mut captured);
+        runs.push(tool_run(selector, role, captured));
+        r
+    }
+
+    fn sh(&self, root: &Path, selector: &str, green: i32, captured: &mut Captured) -> Ran {
         use std::io::Write;
         if !self.detached {
             // Our output so far before the test's own (a detached caller's stdout is not ours).
@@ -548,15 +618,37 @@ impl TestRun<'_> {
         cmd.arg("-c").arg(selector).current_dir(root);
         if self.detached {
             cmd.stdin(std::process::Stdio::null());
-            match std::io::stderr().as_fd().try_clone_to_owned() {
-                Ok(fd) => cmd.stdout(std::process::Stdio::from(fd)),
-                Err(_) => cmd.stdout(std::process::Stdio::null()),
-            };
         }
-        let status = match self.limit {
-            None => cmd.status(),
-            Some(limit) => run_limited(&mut cmd, limit),
+        // The test's output goes where it always went (our stdout, or our stderr when detached)
+        // as it comes, and is kept for the ledger too.
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let to_stdout: fn() -> Box<dyn std::io::Write> = if self.detached {
+            || Box::new(std::io::stderr())
+        } else {
+            || Box::new(std::io::stdout())
         };
+        let started = std::time::Instant::now();
+        let status = spawn_limited(&mut cmd, self.limit).map(|(mut child, status)| {
+            let out = child.stdout.take().map(|o| tee(o, to_stdout));
+            let err = child
+                .stderr
+                .take()
+                .map(|e| tee(e, || Box::new(std::io::stderr())));
+            let st = status(child);
+            let until = std::time::Instant::now() + OUTPUT_GRACE;
+            let left = || until.saturating_duration_since(std::time::Instant::now());
+            captured.stdout = out
+                .and_then(|r| r.recv_timeout(left()).ok())
+                .unwrap_or_default();
+            captured.stderr = err
+                .and_then(|r| r.recv_timeout(left()).ok())
+                .unwrap_or_default();
+            st
+        });
+        let status = status.and_then(|st| st);
+        captured.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        captured.exit_code = status.as_ref().ok().and_then(|s| s.code());
         match status {
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Ran::CouldNot(format!(
                 "{} ran longer than {} s and was stopped",
@@ -576,15 +668,36 @@ impl TestRun<'_> {
     }
 }
 
-/// Run `cmd` in a process group of its own, killing the whole group when it outlives `limit`
-/// (a test's `sh -c` may have started others). Overrunning is an `ErrorKind::TimedOut` error.
-fn run_limited(
+/// What waits for a spawned test: its exit status (or `TimedOut`).
+type Waiter = Box<dyn FnOnce(std::process::Child) -> std::io::Result<std::process::ExitStatus>>;
+
+/// Spawn `cmd`; the waiter returned waits for it, within `limit` when there is one (see
+/// [`wait_limited`]).
+fn spawn_limited(
     cmd: &mut std::process::Command,
+    limit: Option<std::time::Duration>,
+) -> std::io::Result<(std::process::Child, Waiter)> {
+    use std::os::unix::process::CommandExt;
+    match limit {
+        None => {
+            let child = cmd.spawn()?;
+            Ok((child, Box::new(|mut c: std::process::Child| c.wait())))
+        }
+        Some(limit) => {
+            cmd.process_group(0);
+            let child = cmd.spawn()?;
+            Ok((child, Box::new(move |c| wait_limited(c, limit))))
+        }
+    }
+}
+
+/// Wait for `child`, which runs in a process group of its own, killing the whole group when it
+/// outlives `limit` (a test's `sh -c` may have started others). Overrunning is an
+/// `ErrorKind::TimedOut` error.
+fn wait_limited(
+    mut child: std::process::Child,
     limit: std::time::Duration,
 ) -> std::io::Result<std::process::ExitStatus> {
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
-    let mut child = cmd.spawn()?;
     let deadline = std::time::Instant::now() + limit;
     let mut pause = std::time::Duration::from_millis(1);
     loop {
@@ -640,7 +753,15 @@ pub async fn run_tests(
             warn(&format!("warning: run failed for {qref}: cannot resolve verified_at_sha (not a git repo?) — pass --verified-at-sha"));
             continue;
         };
-        let green = match how.sh(&root, &p.reference, plan.green_exit_code) {
+        let mut runs = Vec::new();
+        let check = how.sh_kept(
+            &root,
+            &p.reference,
+            "check",
+            plan.green_exit_code,
+            &mut runs,
+        );
+        let green = match check {
             Ran::Result(g) => g,
             Ran::CouldNot(e) => {
                 warn(&format!("warning: run failed for {qref}: {e}"));
@@ -650,25 +771,27 @@ pub async fn run_tests(
         ran += 1;
         let falsifiable = match &p.counter_test {
             None => None,
-            Some(ct) => match how.sh(&root, ct, plan.green_exit_code) {
-                Ran::Result(cg) => {
-                    if cg == green {
-                        // A negative control that agrees with the check proves nothing.
-                        warn(&format!(
+            Some(ct) => {
+                match how.sh_kept(&root, ct, "counter-test", plan.green_exit_code, &mut runs) {
+                    Ran::Result(cg) => {
+                        if cg == green {
+                            // A negative control that agrees with the check proves nothing.
+                            warn(&format!(
                             "warning: counter-test {} did not flip (it agreed with the check) — not a valid negative control; recording unproven",
                             proto::json::q(ct)
                         ));
+                        }
+                        Some(green != cg)
                     }
-                    Some(green != cg)
+                    Ran::CouldNot(e) => {
+                        warn(&format!(
+                            "warning: counter-test {} could not run ({e}) — recording unproven",
+                            proto::json::q(ct)
+                        ));
+                        Some(false)
+                    }
                 }
-                Ran::CouldNot(e) => {
-                    warn(&format!(
-                        "warning: counter-test {} could not run ({e}) — recording unproven",
-                        proto::json::q(ct)
-                    ));
-                    Some(false)
-                }
-            },
+            }
         };
         let areq = AppendReceiptsRequest {
             context: ctx.clone(),
@@ -679,6 +802,8 @@ pub async fn run_tests(
                 result: if green { "green" } else { "red" }.into(),
                 falsifiable,
             }],
+            run_id: Some(evd::ledger::run_id().to_string()),
+            runs,
         };
         match s
             .write(rpc!(areq, receipts_append), || {

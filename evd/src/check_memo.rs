@@ -292,6 +292,17 @@ fn shared(text: &str) -> Arc<str> {
     t
 }
 
+/// The fingerprint of verdicts given as `(tick id, ground index, label)` in check order (see
+/// [`Evaluation::fingerprint`]).
+pub fn fingerprint_of<'a>(rows: impl Iterator<Item = (&'a str, usize, &'a str)>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (id, ground, label) in rows {
+        h.update(format!("{id} {ground} {label}\n").as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 impl TickPart {
     /// This part's check rows, whole.
     pub fn rows(&self) -> impl Iterator<Item = CheckRow> + '_ {
@@ -401,6 +412,7 @@ struct Renderings {
     plain: OnceLock<Option<PlainRows>>,
     plain_file: std::sync::Mutex<Option<Arc<PlainFile>>>,
     triggers: OnceLock<TriggerIndex>,
+    fingerprint: OnceLock<String>,
     /// Which renderings these are (see [`EventTemplates`]).
     id: u64,
 }
@@ -413,6 +425,7 @@ impl Default for Renderings {
             plain: OnceLock::new(),
             plain_file: std::sync::Mutex::new(None),
             triggers: OnceLock::new(),
+            fingerprint: OnceLock::new(),
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
@@ -668,6 +681,20 @@ impl Evaluation {
     /// Current live ticks (the `check-run` event's `decisions`).
     pub fn decisions(&self) -> usize {
         self.parts.len()
+    }
+
+    /// The verdicts' fingerprint: the sha256 (hex) of one line `<tick id> <ground> <label>\n`
+    /// per test ground, in check order. Equal verdicts, equal fingerprints: what the ledger's
+    /// `check_run` events record, and what a replay must reproduce.
+    pub fn fingerprint(&self) -> &str {
+        self.renderings.fingerprint.get_or_init(|| {
+            fingerprint_of(self.parts.iter().flat_map(|p| {
+                let id = p.tick.id();
+                p.kept_rows()
+                    .iter()
+                    .map(move |r| (id, r.ground_index, &*r.label))
+            }))
+        })
     }
 
     /// The rows as a compact table, encoded once per evaluation.

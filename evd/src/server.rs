@@ -199,9 +199,11 @@ where
         }
     }
     store.current_request = id.clone();
+    store.current_agent = ctx.agent_id.clone().filter(|a| !a.is_empty());
     let writes = store.writes;
     let out = op(store);
     store.current_request = None;
+    store.current_agent = None;
     // Only a write that wrote is remembered (a dry run, a refusal or a no-op leaves no trace):
     // ticks appended, or, for writes that append no tick (receipts), the caller says so.
     let wrote =

@@ -160,6 +160,16 @@ pub struct Store {
     pub shared_texts: crate::check_memo::SharedTexts,
     /// The store's event ledger (`results/ledger/events.jsonl`), as its writer holds it.
     pub ledger: crate::ledger::Ledger,
+    /// evd's own events (a tick recorded, a receipt appended, a verdict changed, a check run)
+    /// not yet written to the ledger, and since when they wait: written together shortly
+    /// after, off the request's path (see [`Store::idle_work_at`]), and when the store is
+    /// released.
+    journal: Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>,
+    journal_since: Option<std::time::Instant>,
+    /// Whether this process has written its `daemon_started` to this store's ledger.
+    journal_started: bool,
+    /// The caller of the write being served, for the events it causes.
+    pub current_agent: Option<String>,
     /// Verdict changes the last evaluation found, for its caller to take.
     pub pending_changes: Vec<proto::rpc::VerdictChange>,
     /// The write requests this store applied, by client request id (exactly-once writes).
@@ -202,10 +212,17 @@ pub const LOCK_FILE: &str = "evd.lock";
 
 /// How long learnt git answers wait before they are written for the next start.
 const SAVE_ANSWERS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long evd's own events wait to be written to the ledger together.
+const WRITE_JOURNAL_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+/// The most own events that wait (a ledger that cannot be written must not grow memory).
+const MAX_JOURNAL: usize = 100_000;
 
 impl Drop for Store {
     fn drop(&mut self) {
         // Still holding the lock here: the fields drop after this.
+        if self.journal_started || !self.journal.is_empty() {
+            self.journal("daemon_stopped", serde_json::Map::new());
+        }
         self.on_idle();
         if !self.state_written.is_empty() && self.lock_is_valid() {
             // Whatever someone else did to a state file and the watch saw is taken in first.
@@ -253,6 +270,10 @@ impl Store {
             memos: crate::check_memo::Memos::default(),
             shared_texts: Default::default(),
             ledger: crate::ledger::Ledger::new(&results),
+            journal: Vec::new(),
+            journal_since: None,
+            journal_started: false,
+            current_agent: None,
             pending_changes: Vec::new(),
             requests: crate::requests::RequestLog::new(&results),
             current_request: None,
@@ -455,7 +476,7 @@ impl Store {
         }
     }
 
-    fn tmp_dir(&self) -> Result<PathBuf, Refusal> {
+    pub fn tmp_dir(&self) -> Result<PathBuf, Refusal> {
         let tmp = self.results_dir().join("tmp");
         fsio::ensure_dir(&tmp).map_err(|e| Refusal::io(format!("results/tmp: {e}")))?;
         Ok(tmp)
@@ -826,11 +847,107 @@ impl Store {
     /// written, kept for the next start, a second after they were learnt (a burst of requests,
     /// like the checks right after a restart, is not kept waiting behind the write).
     pub fn idle_work_at(&self) -> Option<std::time::Instant> {
-        self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER)
+        let answers = self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER);
+        let journal = self.journal_since.map(|since| since + WRITE_JOURNAL_AFTER);
+        match (answers, journal) {
+            (Some(a), Some(j)) => Some(a.min(j)),
+            (a, j) => a.or(j),
+        }
+    }
+
+    /// Journal a tick this store just recorded: by which verb, for which caller.
+    pub fn journal_tick(&mut self, verb: &str, tick: &Tick) {
+        let mut p = serde_json::Map::new();
+        p.insert("tick_id".into(), tick.id.clone().into());
+        p.insert("parent_id".into(), tick.parent_id.clone().into());
+        p.insert("verb".into(), verb.into());
+        p.insert("blame".into(), tick.blame.clone().into());
+        if let Some(a) = &self.current_agent {
+            p.insert("caller_agent_id".into(), a.clone().into());
+        }
+        if let Some(r) = &tick.ratifies {
+            p.insert("ratifies".into(), r.clone().into());
+        }
+        if let Some(s) = &tick.supersedes {
+            p.insert("supersedes".into(), s.clone().into());
+        }
+        self.journal("tick_recorded", p);
+        if let Some(r) = &tick.ratifies {
+            let mut p = serde_json::Map::new();
+            p.insert("proposal_id".into(), r.clone().into());
+            p.insert("tick_id".into(), tick.id.clone().into());
+            p.insert("blame".into(), tick.blame.clone().into());
+            self.journal("proposal_ratified", p);
+        }
+    }
+
+    /// Note one of evd's own events for the ledger (written shortly after, with the others
+    /// waiting: see [`Store::write_journal`]).
+    pub fn journal(
+        &mut self,
+        event_type: &'static str,
+        payload: serde_json::Map<String, serde_json::Value>,
+    ) {
+        if self.journal.len() >= MAX_JOURNAL {
+            // Far behind (a ledger that cannot be written): the oldest are let go, said once.
+            tracing::warn!(store = %self.root.display(), "ledger journal full; dropping its oldest events");
+            self.journal.drain(..MAX_JOURNAL / 2);
+        }
+        self.journal.push((event_type, payload));
+        self.journal_since
+            .get_or_insert_with(std::time::Instant::now);
+    }
+
+    /// Write the events waiting in the journal, after this run's `daemon_started` if it is the
+    /// first. Best effort (never into a store being removed): a failure is logged and they wait
+    /// for the next try.
+    pub fn write_journal(&mut self) {
+        if self.journal.is_empty() {
+            self.journal_since = None;
+            return;
+        }
+        if !self.lock_is_valid() || !self.results_dir().is_dir() {
+            self.journal.clear();
+            self.journal_since = None;
+            return;
+        }
+        let git = crate::verbs::ledger::git_now(self);
+        let host = crate::ledger::host(&self.root);
+        let agent = crate::verbs::ledger::own_agent();
+        let mut events = Vec::with_capacity(self.journal.len() + 1);
+        if !self.journal_started {
+            let mut p = serde_json::Map::new();
+            p.insert("pid".into(), std::process::id().into());
+            p.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+            events.push(crate::ledger::own_event(
+                "daemon_started",
+                agent,
+                &host,
+                &git,
+                p,
+            ));
+        }
+        for (t, p) in &self.journal {
+            events.push(crate::ledger::own_event(t, agent, &host, &git, p.clone()));
+        }
+        match self.ledger.append_own(events, &crate::clock::now_rfc3339()) {
+            Ok(_) => {
+                self.journal_started = true;
+                self.journal.clear();
+                self.journal_since = None;
+            }
+            Err(e) => {
+                tracing::warn!(store = %self.root.display(), error = %e, "cannot write the ledger");
+                self.journal_since = Some(std::time::Instant::now());
+            }
+        }
     }
 
     /// Do the work [`Store::idle_work_at`] announced. Also run when the store is dropped.
     pub fn on_idle(&mut self) {
+        if self.journal_since.is_some() {
+            self.write_journal();
+        }
         // Not into a store someone is removing (its lock file goes with it).
         if self.ranges_unsaved.take().is_some() && self.lock_is_valid() {
             if let Some(memo) = &self.ranges {
@@ -957,6 +1074,14 @@ impl Store {
             Vec::new()
         } else {
             self.unsent.extend(changes.iter().cloned());
+            for c in &changes {
+                let mut p = serde_json::Map::new();
+                p.insert("tick_id".into(), c.tick_id.clone().into());
+                p.insert("ground_index".into(), c.ground_index.into());
+                p.insert("old".into(), c.old.clone().into());
+                p.insert("new".into(), c.new.clone().into());
+                self.journal("verdict_changed", p);
+            }
             changes
         }
     }

@@ -1301,6 +1301,29 @@ pub struct NewReceipt {
 pub struct AppendReceiptsRequest {
     pub context: Context,
     pub receipts: Vec<NewReceipt>,
+    /// The caller's run (`[A-Za-z0-9._-]`, at most 64): the ledger's artifacts of `runs` are
+    /// kept under `results/runs/<run_id>/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The test runs these receipts come from, each recorded in the ledger as a `tool_call`
+    /// with its output kept as artifacts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<ToolRun>,
+}
+
+/// One test command `check --run` executed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRun {
+    pub command: String,
+    /// `check` or `counter-test`.
+    pub role: String,
+    /// `None`: killed by a signal, stopped at its time limit, or never started.
+    pub exit_code: Option<i32>,
+    /// What it printed (at most 64 KiB of each stream; not UTF-8 bytes replaced).
+    pub stdout: String,
+    pub stderr: String,
+    pub duration_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -398,3 +398,159 @@ fn without_a_daemon_the_same_rules_hold_in_process() {
     assert!(out.stderr.contains("R1:"), "{}", out.stderr);
     w.evctl_env(r.path(), &env, &["ledger", "verify"]).ok();
 }
+
+/// The ledger's lines as JSON.
+fn events(r: &Repo) -> Vec<Value> {
+    lines(&ledger_file(r))
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+fn of_type<'a>(evs: &'a [Value], t: &str) -> Vec<&'a Value> {
+    evs.iter().filter(|e| e["event_type"] == t).collect()
+}
+
+#[test]
+fn evd_journals_its_own_work_with_the_output_of_every_test_it_ran() {
+    let w = World::new();
+    let r = repo(&w);
+    evd_e2e::git(r.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
+    std::fs::write(r.ev_dir().join("config"), "staleness_ref = \"none\"\n").expect("config");
+    let decide = w
+        .evctl(
+            r.path(),
+            &[
+                "decide",
+                "keep the cache",
+                "--assume",
+                "reads dominate",
+                "--assume-test",
+                "echo reading; echo careful >&2; true",
+                "--counter-test",
+                "false",
+                "--on-platform",
+                "local",
+                "--triggered-by",
+                "cache/",
+                "--surface",
+                "api",
+                "--blame",
+                "Wang Yu",
+            ],
+        )
+        .ok();
+    let id = decide
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("an id")
+        .to_string();
+    let proposed = w
+        .evctl_env(
+            r.path(),
+            &[("EV_AGENT_ID", "planner-bot")],
+            &["propose", "shard it", "--assume", "load doubled"],
+        )
+        .ok();
+    let pid = proposed
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("an id")
+        .to_string();
+    w.evctl(r.path(), &["ratify", &pid, "--blame", "Wang Yu"])
+        .ok();
+    let run = w
+        .evctl(r.path(), &["check", "--run", "--platform", "local"])
+        .ok();
+    assert!(
+        run.stdout.contains("reading"),
+        "the test's output is shown as before: {run:?}"
+    );
+    // A red receipt from outside evd: the watcher re-evaluates and the verdict change is
+    // journaled without any command.
+    let key = proto::id::receipt_key("echo reading; echo careful >&2; true");
+    let head = String::from_utf8(
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(r.path())
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .expect("git")
+            .stdout,
+    )
+    .expect("utf-8");
+    let line = json!({"commit": head.trim(), "falsifiable": true, "platform": "local",
+        "ran_at": "2099-01-01T00:00:00Z", "result": "red",
+        "test": "echo reading; echo careful >&2; true"});
+    let path = r.ev_dir().join(format!("results/receipts/{key}.jsonl"));
+    let mut text = std::fs::read_to_string(&path).expect("receipts");
+    text.push_str(&format!("{line}\n"));
+    std::fs::write(&path, text).expect("append a receipt");
+    let seen = evd_e2e::wait_until(std::time::Duration::from_secs(10), || {
+        of_type(&events(&r), "verdict_changed")
+            .iter()
+            .any(|e| e["payload"]["new"] == "red" && e["payload"]["tick_id"] == json!(id))
+    });
+    assert!(
+        seen,
+        "the verdict change is in the ledger: {:#?}",
+        events(&r)
+    );
+    w.evctl(r.path(), &["shutdown"]).ok();
+
+    let evs = events(&r);
+    let types: Vec<&str> = evs
+        .iter()
+        .filter_map(|e| e["event_type"].as_str())
+        .collect();
+    assert_eq!(types.first(), Some(&"daemon_started"));
+    assert_eq!(types.last(), Some(&"daemon_stopped"));
+    let ticks = of_type(&evs, "tick_recorded");
+    let verbs: Vec<&str> = ticks
+        .iter()
+        .filter_map(|e| e["payload"]["verb"].as_str())
+        .collect();
+    assert_eq!(verbs, ["decide", "propose", "ratify"]);
+    assert_eq!(ticks[1]["payload"]["caller_agent_id"], "planner-bot");
+    let ratified = of_type(&evs, "proposal_ratified");
+    assert_eq!(ratified.len(), 1);
+    assert_eq!(ratified[0]["payload"]["proposal_id"], json!(pid));
+    let receipts = of_type(&evs, "receipt_appended");
+    assert_eq!(
+        receipts.len(),
+        1,
+        "evd's own receipt (the outside one is the watcher's change)"
+    );
+    assert_eq!(receipts[0]["payload"]["receipt"]["result"], "green");
+    assert!(!of_type(&evs, "check_run").is_empty());
+    assert!(of_type(&evs, "check_run")[0]["payload"]["fingerprint"]
+        .as_str()
+        .is_some_and(|f| f.len() == 64));
+
+    // Every test run, with its output kept under results/runs/<run_id>/ and cited by sha256.
+    let calls = of_type(&evs, "tool_call");
+    assert_eq!(calls.len(), 2, "the check and its counter-test");
+    assert_eq!(calls[0]["payload"]["stdout_trunc"], "reading\n");
+    assert_eq!(calls[0]["payload"]["stderr_trunc"], "careful\n");
+    assert_eq!(calls[0]["payload"]["exit_code"], json!(0));
+    assert_eq!(calls[1]["payload"]["exit_code"], json!(1));
+    for c in &calls {
+        for a in c["payload"]["artifacts"].as_array().expect("artifacts") {
+            let rel = a["path"].as_str().expect("a path");
+            assert!(
+                rel.starts_with("runs/R-"),
+                "only under runs/<run_id>/: {rel}"
+            );
+            let bytes = std::fs::read(r.ev_dir().join("results").join(rel)).expect("artifact");
+            assert_eq!(
+                a["sha256"],
+                json!(evd::ledger::rules::line_hash(&String::from_utf8_lossy(
+                    &bytes
+                )))
+            );
+        }
+    }
+    w.evctl(r.path(), &["ledger", "verify"]).ok();
+}

@@ -43,6 +43,9 @@ pub struct Read {
     pub last_line: Option<String>,
     /// The file does not end with a newline (a torn last line): the next append ends it first.
     pub torn: bool,
+    /// Only the last line was read (for evd's own events): `lines`, `broken` and the rules'
+    /// state are unknown, and a client's append reads the whole file first.
+    pub partial: bool,
 }
 
 /// What the next line is chained to.
@@ -154,7 +157,58 @@ pub fn verify_text(text: &str) -> Read {
         tail,
         last_line,
         torn: !text.is_empty() && !text.ends_with('\n'),
+        partial: false,
     }
+}
+
+/// The tail from the file's last line alone: `None` when that cannot be told that way (a
+/// torn or unreadable last line, one longer than a line may be), and the whole file must be
+/// read. An absent or empty file is an empty ledger.
+fn last_line_only(path: &Path) -> std::io::Result<Option<Read>> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(verify_text(""))),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(Some(verify_text("")));
+    }
+    let want = len.min(MAX_LINE as u64 + 2);
+    f.seek(SeekFrom::Start(len - want))?;
+    let mut buf = Vec::with_capacity(want as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, want), &mut buf)?;
+    let Some(body) = buf.strip_suffix(b"\n") else {
+        return Ok(None);
+    };
+    let line = match body.iter().rposition(|&b| b == b'\n') {
+        Some(i) => body.get(i + 1..).unwrap_or_default(),
+        None if want == len => body,
+        None => return Ok(None),
+    };
+    let Ok(line) = std::str::from_utf8(line) else {
+        return Ok(None);
+    };
+    let Ok(Value::Object(ev)) = serde_json::from_str::<Value>(line) else {
+        return Ok(None);
+    };
+    let Some(seq) = ev.get("seq").and_then(Value::as_u64) else {
+        return Ok(None);
+    };
+    Ok(Some(Read {
+        lines: seq,
+        broken: None,
+        tail: Tail {
+            seq,
+            hash: rules::line_hash(line),
+            ts: ev.get("ts").and_then(Value::as_str).map(str::to_string),
+            rules: Rules::default(),
+        },
+        last_line: Some(line.to_string()),
+        torn: false,
+        partial: true,
+    }))
 }
 
 /// The file's identity and size, to notice a write by anyone else.
@@ -204,6 +258,7 @@ impl Ledger {
     pub fn read(&mut self) -> std::io::Result<&Read> {
         let now = stamp(&self.path);
         let fresh = match (&self.known, now) {
+            (Some((_, r)), _) if r.partial => true,
             (Some((s, _)), Some(n)) => *s != n,
             (Some(_), None) | (None, _) => true,
         };
@@ -242,6 +297,44 @@ impl Ledger {
         ts: &str,
     ) -> std::io::Result<Vec<String>> {
         self.read()?;
+        self.write_batch(events, ts)
+    }
+
+    /// Append evd's own events, which no rule can refuse: chained after the last line, read
+    /// alone when this writer does not know the file as it is (a process answering one
+    /// command in-process does not read a long ledger whole to add a line to it). Written even
+    /// to a ledger that breaks a rule: what evd did is recorded whatever came before.
+    pub fn append_own(
+        &mut self,
+        events: Vec<Map<String, Value>>,
+        ts: &str,
+    ) -> std::io::Result<Vec<String>> {
+        let current =
+            matches!((&self.known, stamp(&self.path)), (Some((s, _)), Some(n)) if *s == n);
+        if !current {
+            match last_line_only(&self.path)? {
+                Some(read) => {
+                    let s = stamp(&self.path).unwrap_or(Stamp {
+                        ino: 0,
+                        len: 0,
+                        mtime_ns: 0,
+                    });
+                    self.known = Some((s, read));
+                }
+                None => {
+                    self.read()?;
+                }
+            }
+        }
+        self.write_batch(events, ts)
+    }
+
+    /// Write `events` chained after the tail this writer knows.
+    fn write_batch(
+        &mut self,
+        events: Vec<Map<String, Value>>,
+        ts: &str,
+    ) -> std::io::Result<Vec<String>> {
         let Some((_, read)) = self.known.as_mut() else {
             return Err(std::io::Error::other("the ledger could not be read"));
         };
@@ -265,7 +358,7 @@ impl Ledger {
             ev.insert("ts".into(), ts.clone().into());
             ev.insert("prev".into(), tail.hash.clone().into());
             let line = proto::json::compact(&Value::Object(ev.clone()));
-            if read.broken.is_none() {
+            if read.broken.is_none() && !read.partial {
                 tail.rules.take(&ev);
             }
             tail.hash = rules::line_hash(&line);

@@ -86,3 +86,33 @@ pub fn from_client(v: Value, host: &Value, git: &Value) -> Result<Map<String, Va
     }
     Ok(ev)
 }
+
+/// One of evd's own events (its type one of [`rules::DAEMON_TYPES`]), its envelope complete
+/// but for the writer's fields.
+pub fn own_event(
+    event_type: &str,
+    agent_id: &str,
+    host: &Value,
+    git: &Value,
+    payload: Map<String, Value>,
+) -> Map<String, Value> {
+    let mut ev = Map::new();
+    ev.insert("schema_version".into(), SCHEMA_VERSION.into());
+    ev.insert("event_type".into(), event_type.into());
+    ev.insert("run_id".into(), run_id().into());
+    ev.insert("agent_id".into(), agent_id.into());
+    ev.insert("host".into(), host.clone());
+    ev.insert("git".into(), git.clone());
+    ev.insert("payload".into(), Value::Object(payload));
+    ev
+}
+
+/// The id of this process's run, for the events it writes itself: `R-<start>-<pid>`.
+pub fn run_id() -> &'static str {
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    RUN.get_or_init(|| {
+        let start = crate::clock::now_rfc3339().replace([':', '-'], "");
+        let start = start.split('.').next().unwrap_or_default().to_string();
+        format!("R-{start}-{}", std::process::id())
+    })
+}

@@ -342,6 +342,8 @@ impl Rules {
         // R1: an intent is created once, before anything names it.
         let intent = match t {
             "estimator_proposed" | "estimator_approved" | "policy_changed" => None,
+            // A tool may run outside any intent (a test `check --run` executes).
+            "tool_call" if !p.contains_key("intent_id") => None,
             _ => Some(pstr(p, "intent_id", t)?),
         };
         if let Some(i) = intent {

@@ -417,6 +417,20 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         sink(&run);
     });
     store.event_templates = templates;
+    let mut p = Map::new();
+    p.insert("decisions".into(), e.eval.decisions().into());
+    p.insert("gating".into(), e.eval.gating.into());
+    p.insert(
+        "tally".into(),
+        serde_json::to_value(&e.eval.tally).unwrap_or(Value::Null),
+    );
+    p.insert("fingerprint".into(), e.eval.fingerprint().into());
+    p.insert("offline".into(), req.offline.into());
+    if let Some(a) = &req.attest {
+        p.insert("attest".into(), a.clone().into());
+    }
+    p.insert("wall_ms".into(), wall_ms.into());
+    store.journal("check_run", p);
     Ok(answer(&e.eval, req, e.policy, e.reference, e.warnings))
 }
 
@@ -1131,18 +1145,121 @@ pub fn append_receipts(
         })
         .collect();
     crate::limits::check_receipts(lines.iter().map(|(_, l)| l.as_str()))?;
+    let run_id = match req.run_id.as_deref() {
+        None => crate::ledger::run_id().to_string(),
+        Some(r) if valid_run_id(r) => r.to_string(),
+        Some(r) => {
+            return Err(Refusal::refused(
+                "run_id",
+                format!(
+                    "run id {}: use at most 64 of A-Z a-z 0-9 . _ - (and not . or ..)",
+                    q(r)
+                ),
+            ))
+        }
+    };
     let mut out = AppendReceiptsResult::default();
     for (r, line) in lines {
         let path = dir.join(format!("{}.jsonl", proto::id::receipt_key(&r.test)));
         match receipts_dir(&dir).and_then(|()| fsio::append(&path, line.as_bytes())) {
-            Ok(()) => out.written.push(line),
+            Ok(()) => {
+                let mut p = Map::new();
+                p.insert("key".into(), proto::id::receipt_key(&r.test).into());
+                if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(&line) {
+                    p.insert("receipt".into(), Value::Object(o));
+                }
+                store.journal("receipt_appended", p);
+                out.written.push(line)
+            }
             Err(e) => out.warnings.push(Warning {
                 kind: "receipt_write".into(),
                 message: format!("warning: could not write receipt for {}: {e}", q(&r.test)),
             }),
         }
     }
+    for run in &req.runs {
+        record_tool_run(store, &run_id, run);
+    }
     Ok(out)
+}
+
+/// A run id fit to name a directory: `[A-Za-z0-9._-]{1,64}`, not `.` or `..`.
+fn valid_run_id(r: &str) -> bool {
+    !r.is_empty()
+        && r.len() <= 64
+        && r != "."
+        && r != ".."
+        && r.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// At most this much of each stream goes into the `tool_call` event itself (the whole kept
+/// output is its artifact).
+const EVENT_OUTPUT: usize = 4096;
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+fn truncated(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or_default()
+}
+
+/// Keep one test run's output under `results/runs/<run_id>/` (crash-safe, each file named in
+/// the ledger with its sha256) and journal it as a `tool_call`. Best effort: output that cannot
+/// be kept is left out of the event's artifacts, never half-written.
+fn record_tool_run(store: &mut Store, run_id: &str, run: &proto::rpc::ToolRun) {
+    use sha2::{Digest, Sha256};
+    let rel_dir = format!("runs/{run_id}");
+    let dir = store.results_dir().join(&rel_dir);
+    let taken = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+    let stem = format!(
+        "{:04}-{}-{}",
+        taken / 2 + 1,
+        proto::id::receipt_key(&run.command),
+        if run.role == "counter-test" {
+            "counter"
+        } else {
+            "check"
+        }
+    );
+    let mut artifacts = Vec::new();
+    if let (Ok(tmp), Ok(())) = (store.tmp_dir(), fsio::ensure_dir(&dir)) {
+        for (stream, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+            let name = format!("{stem}.{stream}");
+            if fsio::replace_atomically(&tmp, &dir.join(&name), text.as_bytes()).is_ok() {
+                let sha: String = Sha256::digest(text.as_bytes())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                let mut a = Map::new();
+                a.insert("kind".into(), "log".into());
+                a.insert("stream".into(), stream.into());
+                a.insert("path".into(), format!("{rel_dir}/{name}").into());
+                a.insert("sha256".into(), sha.into());
+                a.insert("bytes".into(), text.len().into());
+                artifacts.push(Value::Object(a));
+            }
+        }
+    }
+    let mut p = Map::new();
+    p.insert("tool_name".into(), "sh".into());
+    p.insert("command".into(), run.command.clone().into());
+    p.insert("role".into(), run.role.clone().into());
+    p.insert("exit_code".into(), run.exit_code.into());
+    p.insert(
+        "stdout_trunc".into(),
+        truncated(&run.stdout, EVENT_OUTPUT).into(),
+    );
+    p.insert(
+        "stderr_trunc".into(),
+        truncated(&run.stderr, EVENT_OUTPUT).into(),
+    );
+    p.insert("duration_ms".into(), run.duration_ms.into());
+    p.insert("run_id".into(), run_id.into());
+    p.insert("artifacts".into(), Value::Array(artifacts));
+    store.journal("tool_call", p);
 }
 
 #[cfg(test)]
@@ -1165,6 +1282,7 @@ mod tests {
         let req = AppendReceiptsRequest {
             context: Default::default(),
             receipts: vec![new("green"), new("red")],
+            ..Default::default()
         };
         let r = append_receipts(&mut store, &req).expect("appended");
         assert_eq!(r.written.len(), 2);
@@ -1177,7 +1295,18 @@ mod tests {
         let bad = AppendReceiptsRequest {
             context: Default::default(),
             receipts: vec![new("blue")],
+            ..Default::default()
         };
         assert!(append_receipts(&mut store, &bad).is_err());
+        let escaping = AppendReceiptsRequest {
+            context: Default::default(),
+            receipts: vec![new("green")],
+            run_id: Some("../../x".into()),
+            ..Default::default()
+        };
+        assert!(
+            append_receipts(&mut store, &escaping).is_err(),
+            "a run id names no path"
+        );
     }
 }

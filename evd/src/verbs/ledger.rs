@@ -8,19 +8,25 @@ use serde_json::{Map, Value};
 use crate::ledger::{self, Violation};
 use crate::store::Store;
 
-/// The id of this process's run, for the events it writes itself: `R-<start>-<pid>`.
-pub fn run_id() -> &'static str {
-    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    RUN.get_or_init(|| {
-        let start = crate::clock::now_rfc3339().replace([':', '-'], "");
-        let start = start.split('.').next().unwrap_or_default().to_string();
-        format!("R-{start}-{}", std::process::id())
+/// Who writes evd's own events from this process: `evd`, or `evctl` answering in-process.
+pub fn own_agent() -> &'static str {
+    static AGENT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    AGENT.get_or_init(|| {
+        let exe = std::env::current_exe().ok();
+        match exe
+            .as_deref()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+        {
+            Some(n) if n.starts_with("evctl") => "evctl",
+            _ => "evd",
+        }
     })
 }
 
 /// The `git` envelope of the store's repository now: branch (`HEAD` when detached), head sha
 /// and whether tracked files have uncommitted changes (empty strings outside a repository).
-fn git_now(store: &Store) -> Value {
+pub fn git_now(store: &Store) -> Value {
     let root = store.root();
     let head = crate::verdict_inputs::git(root, &["rev-parse", "--verify", "-q", "HEAD"])
         .unwrap_or_default();
@@ -57,6 +63,8 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
     if req.events.is_empty() {
         return Err(Refusal::refused("ledger_empty", "no events to append"));
     }
+    // evd's own events waiting go first: the ledger keeps the order things happened in.
+    store.write_journal();
     let host = ledger::host(store.root());
     let needs_git = req.events.iter().any(|e| e.get("git").is_none());
     let git = if needs_git {
@@ -99,24 +107,6 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
     Ok(LedgerAppendResult { lines, first_seq })
 }
 
-/// An event evd writes about its own work (its type one of [`ledger::rules::DAEMON_TYPES`]).
-pub fn own_event(
-    store: &Store,
-    event_type: &str,
-    git: Value,
-    payload: Map<String, Value>,
-) -> Map<String, Value> {
-    let mut ev = Map::new();
-    ev.insert("schema_version".into(), ledger::SCHEMA_VERSION.into());
-    ev.insert("event_type".into(), event_type.into());
-    ev.insert("run_id".into(), run_id().into());
-    ev.insert("agent_id".into(), "evd".into());
-    ev.insert("host".into(), ledger::host(store.root()));
-    ev.insert("git".into(), git);
-    ev.insert("payload".into(), Value::Object(payload));
-    ev
-}
-
 /// `ev.ledger.verify`.
 pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
     store.require()?;
@@ -153,11 +143,13 @@ pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
     let reported_seq = if last_said.as_ref() == Some(&Value::Object(payload.clone())) {
         None
     } else {
+        store.write_journal();
         let git = git_now(store);
-        let ev = own_event(store, "ledger_validation_error", git, payload);
+        let host = ledger::host(store.root());
+        let ev = ledger::own_event("ledger_validation_error", own_agent(), &host, &git, payload);
         let lines = store
             .ledger
-            .append(vec![ev], &crate::clock::now_rfc3339())
+            .append_own(vec![ev], &crate::clock::now_rfc3339())
             .map_err(|e| Refusal::io(format!("writing the ledger: {e}")))?;
         lines
             .first()

@@ -451,6 +451,9 @@ pub fn backfill(
             report(progress, phase, done, total)
         })
         .map_err(|e| e.with_warnings(warnings))?;
+    for t in &ticks {
+        store.journal_tick("migrate", t);
+    }
     result.written_ids = ticks.into_iter().map(|t| t.id).collect();
     store.append_event(&migrate_event());
     Ok(result)

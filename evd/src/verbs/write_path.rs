@@ -97,6 +97,7 @@ pub fn write(
         let event = crate::events::tick_event(op, &tick, now);
         store.append(tick.clone()).map_err(with)?;
         store.append_event(&event);
+        store.journal_tick(op, &tick);
     }
     Ok((tick, warnings))
 }
