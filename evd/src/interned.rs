@@ -19,12 +19,37 @@ pub const MAX_LEN: usize = 64;
 static TEXTS: [OnceLock<Box<str>>; CAPACITY] = [const { OnceLock::new() }; CAPACITY];
 static NUMBERS: Mutex<Option<HashMap<&'static str, u32>>> = Mutex::new(None);
 
+/// How many numbers each thread remembers before it asks the table again (a thread packing a
+/// large store asks about the same few dozen texts hundreds of thousands of times).
+const LOCAL: usize = 4096;
+
+thread_local! {
+    static KNOWN: std::cell::RefCell<rustc_hash::FxHashMap<Box<str>, u32>> =
+        std::cell::RefCell::new(rustc_hash::FxHashMap::default());
+}
+
 /// The number of `s`, numbering it if it is new; `None` when it is too long or the table is
-/// full.
+/// full. A number never changes once given, so each thread keeps the ones it was told.
 pub fn number(s: &str) -> Option<u32> {
     if s.len() > MAX_LEN {
         return None;
     }
+    if let Some(n) = KNOWN.with(|k| k.try_borrow().ok().and_then(|k| k.get(s).copied())) {
+        return Some(n);
+    }
+    let n = number_locked(s)?;
+    KNOWN.with(|k| {
+        if let Ok(mut k) = k.try_borrow_mut() {
+            if k.len() >= LOCAL {
+                k.clear();
+            }
+            k.insert(s.into(), n);
+        }
+    });
+    Some(n)
+}
+
+fn number_locked(s: &str) -> Option<u32> {
     let mut numbers = NUMBERS.lock().ok()?;
     let numbers = numbers.get_or_insert_with(HashMap::new);
     if let Some(&n) = numbers.get(s) {
