@@ -33,6 +33,25 @@ pub enum LedgerAction {
         /// A file of events, one per line (default, or `-`: standard input).
         file: Option<PathBuf>,
     },
+    /// Answer one of seed 002's questions over the ledger.
+    ///
+    ///   calibration   predicted vs actual p_success per agent and model (last N executions)
+    ///   routing       routing ROI by model tier: success rate, cost, impact, impact per cost
+    ///   failures      the most frequent failure modes (executions, rebases, merges)
+    ///   entropy       mean predicted vs actual entropy by entropy estimator version
+    ///   conflicts     rebase conflict rates by repository area
+    ///   decisions     how often each decision resurfaced, and mean time from red to resolved
+    ///
+    /// --json gives the rows as objects.
+    #[command(verbatim_doc_comment)]
+    Query {
+        /// The question (see above).
+        #[arg(value_parser = ["calibration", "routing", "failures", "entropy", "conflicts", "decisions"])]
+        name: String,
+        /// calibration: each group's latest N executions.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        last: usize,
+    },
     /// Verify the whole ledger: order, the hash chain, every envelope and rule.
     ///
     /// Exit 1 on the first line that breaks a rule, named with the rule; the fault is also
@@ -45,6 +64,7 @@ pub async fn run(s: &mut Session, action: LedgerAction) -> Out {
     match action {
         LedgerAction::Append { file } => append(s, file).await,
         LedgerAction::Verify => verify(s).await,
+        LedgerAction::Query { name, last } => query(s, name, last).await,
     }
 }
 
@@ -163,4 +183,100 @@ fn render_verify(v: &LedgerVerifyResult, json: bool) -> Out {
         }
     }
     out
+}
+
+/// The columns a query's rows are shown with, in order.
+fn columns(query: &str) -> &'static [&'static str] {
+    match query {
+        "calibration" => &[
+            "agent_id",
+            "model_id",
+            "executions",
+            "predicted_p_success",
+            "actual_p_success",
+            "mean_abs_error",
+        ],
+        "routing" => &[
+            "tier",
+            "executions",
+            "success_rate",
+            "cost",
+            "impact",
+            "impact_per_cost",
+        ],
+        "failures" => &["count", "kind", "reason"],
+        "entropy" => &[
+            "estimator_version",
+            "executions",
+            "predicted_entropy",
+            "actual_entropy",
+        ],
+        "conflicts" => &["area", "conflicted_rebases", "rate"],
+        _ => &[
+            "tick_id",
+            "resurfaced",
+            "resolved",
+            "mean_secs_red_to_resolved",
+            "open_red",
+            "label",
+        ],
+    }
+}
+
+async fn query(s: &mut Session, name: String, last: usize) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = proto::rpc::LedgerQueryRequest {
+        context: ctx.clone(),
+        query: name.clone(),
+        last: Some(last),
+    };
+    let r = s
+        .read(rpc!(req, ledger_query), || {
+            local_write(&ctx, |st| evd::verbs::ledger::query(st, &req))
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| {
+        let mut out = Out::default();
+        if json {
+            out.json(v);
+            return out;
+        }
+        let cols = columns(&name);
+        let rows = v["rows"].as_array().cloned().unwrap_or_default();
+        if rows.is_empty() {
+            out.line(format!("{name}: nothing in the ledger answers this yet"));
+            return out;
+        }
+        let cell = |r: &serde_json::Value, c: &str| match &r[c] {
+            serde_json::Value::String(t) => t.clone(),
+            serde_json::Value::Null => "-".to_string(),
+            other => other.to_string(),
+        };
+        let widths: Vec<usize> = cols
+            .iter()
+            .map(|c| {
+                rows.iter()
+                    .map(|r| cell(r, c).chars().count())
+                    .chain([c.len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: Vec<String>| {
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        };
+        out.line(line(cols.iter().map(|c| c.to_string()).collect()));
+        for r in &rows {
+            out.line(line(cols.iter().map(|c| cell(r, c)).collect()));
+        }
+        out
+    })
 }

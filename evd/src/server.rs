@@ -576,6 +576,14 @@ impl EvApiServer for Rpc {
         on_store_write(&self.0, &ctx, key, move |s| verbs::ledger::append(s, &req)).await
     }
 
+    async fn ledger_query(
+        &self,
+        req: proto::rpc::LedgerQueryRequest,
+    ) -> RpcResult<serde_json::Value> {
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| verbs::ledger::query(s, &req)).await
+    }
+
     async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerVerifyResult> {
         on_store(&self.0, &req.context, verbs::ledger::verify).await
     }

@@ -1368,6 +1368,18 @@ pub struct LedgerFault {
     pub message: String,
 }
 
+/// One of the ledger's queries (`calibration`, `routing`, `failures`, `entropy`, `conflicts`,
+/// `decisions`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerQueryRequest {
+    pub context: Context,
+    pub query: String,
+    /// `calibration`: how many of each group's latest executions (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<usize>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LedgerVerifyResult {
     pub path: String,
@@ -1500,6 +1512,10 @@ pub trait EvApi {
     /// the consistency rules), chained, written durably; refused whole, naming the rule.
     #[method(name = "ledger.append")]
     async fn ledger_append(&self, req: LedgerAppendRequest) -> RpcResult<LedgerAppendResult>;
+
+    /// Answer one of seed 002's questions over the ledger: `{"query", "rows": [...]}`.
+    #[method(name = "ledger.query")]
+    async fn ledger_query(&self, req: LedgerQueryRequest) -> RpcResult<Value>;
 
     /// Verify the whole ledger (order, chain, envelope, rules); a fault is reported by
     /// appending a `ledger_validation_error` event, never by changing a line.

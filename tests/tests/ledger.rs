@@ -554,3 +554,232 @@ fn evd_journals_its_own_work_with_the_output_of_every_test_it_ran() {
     }
     w.evctl(r.path(), &["ledger", "verify"]).ok();
 }
+
+/// One plan's whole life: created by `agent` with `model` on `tier`, predicting `p` and
+/// entropy `e` (estimator `est`), selected, run, and completed with `ok` and `actual_e`.
+#[allow(clippy::too_many_arguments)]
+fn plan_life(
+    intent: &str,
+    plan: &str,
+    agent: &str,
+    (model, tier): (&str, &str),
+    (p, e, est): (f64, f64, &str),
+    ok: bool,
+    actual_e: f64,
+    reason: &str,
+) -> Vec<Value> {
+    let mut variant = ev(
+        "plan_variant_created",
+        json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1",
+               "model": {"provider": "p", "model_id": model, "tier": tier, "routing_reason": "r"},
+               "predicted": {"p_success": p, "entropy": e, "estimator_versions": {"entropy": est}}}),
+    );
+    variant["agent_id"] = json!(agent);
+    let mut done = json!({"intent_id": intent, "plan_id": plan, "sandbox_id": "S",
+        "status": if ok { "success" } else { "failure" },
+        "actual": {"p_success": if ok { 1.0 } else { 0.0 }, "entropy": actual_e,
+                   "cost": 2.0, "impact": if ok { 6.0 } else { 0.0 }}});
+    if !ok {
+        done["failure_reason"] = json!(reason);
+    }
+    vec![
+        variant,
+        ev(
+            "plan_selected",
+            json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1"}),
+        ),
+        ev(
+            "execution_started",
+            json!({"intent_id": intent, "plan_id": plan, "sandbox_id": "S"}),
+        ),
+        ev("execution_completed", done),
+    ]
+}
+
+fn query(w: &World, r: &Repo, name: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--json", "ledger", "query", name];
+    args.extend_from_slice(extra);
+    let out = w.evctl(r.path(), &args).ok();
+    serde_json::from_str(&out.stdout).expect("json")
+}
+
+#[test]
+fn the_ledger_answers_seed_002s_questions() {
+    let w = World::new();
+    let r = repo(&w);
+    let mut evs = vec![intent("I-1", None)];
+    evs.extend(plan_life(
+        "I-1",
+        "P-1",
+        "planner-a",
+        ("m-fast", "flash"),
+        (0.9, 2.0, "entropy_v1"),
+        true,
+        3.0,
+        "",
+    ));
+    evs.extend(plan_life(
+        "I-1",
+        "P-2",
+        "planner-a",
+        ("m-fast", "flash"),
+        (0.8, 4.0, "entropy_v1"),
+        false,
+        5.0,
+        "tests failed",
+    ));
+    evs.extend(plan_life(
+        "I-1",
+        "P-3",
+        "planner-b",
+        ("m-deep", "deep"),
+        (0.6, 1.0, "entropy_v2"),
+        true,
+        1.0,
+        "",
+    ));
+    evs.extend(plan_life(
+        "I-1",
+        "P-4",
+        "planner-a",
+        ("m-fast", "flash"),
+        (0.7, 2.0, "entropy_v1"),
+        false,
+        2.0,
+        "tests failed",
+    ));
+    for (files, status) in [
+        (json!(["db/a.sql", "db/b.sql", "api/x.rs"]), "conflict"),
+        (json!([]), "success"),
+        (json!(["db/c.sql"]), "conflict"),
+        (json!([]), "success"),
+    ] {
+        evs.push(ev("git_rebase_started", json!({"intent_id": "I-1", "branch": "i1", "parent_branch": "main", "parent_head_sha": "abc"})));
+        evs.push(ev("git_rebase_completed", json!({"intent_id": "I-1", "branch": "i1", "status": status, "conflict_files": files, "duration_ms": 5})));
+    }
+    append(&w, &r, &evs).ok();
+    w.evctl(r.path(), &["ledger", "verify"]).ok();
+
+    let c = query(&w, &r, "calibration", &[]);
+    assert_eq!(
+        c["rows"],
+        json!([
+            {"agent_id": "planner-a", "model_id": "m-fast", "executions": 3, "predicted_p_success": 0.8, "actual_p_success": 0.3333, "mean_abs_error": 0.5333},
+            {"agent_id": "planner-b", "model_id": "m-deep", "executions": 1, "predicted_p_success": 0.6, "actual_p_success": 1.0, "mean_abs_error": 0.4},
+        ])
+    );
+    let c = query(&w, &r, "calibration", &["--last", "1"]);
+    assert_eq!(c["rows"][0]["executions"], json!(1));
+    assert_eq!(
+        c["rows"][0]["predicted_p_success"],
+        json!(0.7),
+        "the latest of planner-a's"
+    );
+
+    let routing = query(&w, &r, "routing", &[]);
+    assert_eq!(
+        routing["rows"],
+        json!([
+            {"tier": "deep", "executions": 1, "success_rate": 1.0, "cost": 2.0, "impact": 6.0, "impact_per_cost": 3.0},
+            {"tier": "flash", "executions": 3, "success_rate": 0.3333, "cost": 6.0, "impact": 6.0, "impact_per_cost": 1.0},
+        ])
+    );
+    let failures = query(&w, &r, "failures", &[]);
+    assert_eq!(
+        failures["rows"],
+        json!([
+            {"kind": "execution", "reason": "tests failed", "count": 2},
+            {"kind": "rebase", "reason": "conflict", "count": 2},
+        ])
+    );
+    let entropy = query(&w, &r, "entropy", &[]);
+    assert_eq!(
+        entropy["rows"],
+        json!([
+            {"estimator_version": "entropy_v1", "executions": 3, "predicted_entropy": 2.6667, "actual_entropy": 3.3333},
+            {"estimator_version": "entropy_v2", "executions": 1, "predicted_entropy": 1.0, "actual_entropy": 1.0},
+        ])
+    );
+    let conflicts = query(&w, &r, "conflicts", &[]);
+    assert_eq!(conflicts["rebases"], json!(4));
+    assert_eq!(
+        conflicts["rows"],
+        json!([
+            {"area": "db", "conflicted_rebases": 2, "rate": 0.5},
+            {"area": "api", "conflicted_rebases": 1, "rate": 0.25},
+        ])
+    );
+
+    // Decisions: a verdict that goes red and back, from evd's own journal.
+    evd_e2e::git(r.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
+    std::fs::write(r.ev_dir().join("config"), "staleness_ref = \"none\"\n").expect("config");
+    let d = w
+        .evctl(
+            r.path(),
+            &[
+                "decide",
+                "d",
+                "--assume",
+                "a",
+                "--assume-test",
+                "true",
+                "--counter-test",
+                "false",
+                "--on-platform",
+                "local",
+                "--triggered-by",
+                "x",
+                "--surface",
+                "s",
+                "--blame",
+                "b",
+            ],
+        )
+        .ok();
+    let id = d.stdout.split_whitespace().nth(1).expect("id").to_string();
+    w.evctl(r.path(), &["check", "--run", "--platform", "local"])
+        .ok();
+    w.evctl(r.path(), &["check"]).ok();
+    let key = proto::id::receipt_key("true");
+    let path = r.ev_dir().join(format!("results/receipts/{key}.jsonl"));
+    let first = std::fs::read_to_string(&path).expect("receipts");
+    for result in ["red", "green"] {
+        let mut v: Value =
+            serde_json::from_str(first.lines().next().expect("a line")).expect("json");
+        v["result"] = json!(result);
+        v["ran_at"] = json!(if result == "red" {
+            "2098-01-01T00:00:00Z"
+        } else {
+            "2099-01-01T00:00:00Z"
+        });
+        let mut text = std::fs::read_to_string(&path).expect("receipts");
+        text.push_str(&format!("{v}\n"));
+        std::fs::write(&path, text).expect("write");
+        w.evctl(r.path(), &["check"]);
+    }
+    let q = query(&w, &r, "decisions", &[]);
+    let row = q["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|x| x["tick_id"] == json!(id)).cloned())
+        .expect("a row");
+    assert_eq!(
+        (
+            row["resurfaced"].clone(),
+            row["resolved"].clone(),
+            row["label"].clone()
+        ),
+        (json!(1), json!(1), json!("green")),
+        "{q}"
+    );
+    assert!(row["mean_secs_red_to_resolved"]
+        .as_f64()
+        .is_some_and(|s| s >= 0.0));
+
+    let plain = w.evctl(r.path(), &["ledger", "query", "routing"]).ok();
+    assert_eq!(
+        plain.stdout.lines().next(),
+        Some("tier   executions  success_rate  cost  impact  impact_per_cost")
+    );
+    let bad = w.evctl(r.path(), &["ledger", "query", "vibes"]);
+    assert_eq!(bad.code, 2, "clap names the queries there are: {bad:?}");
+}

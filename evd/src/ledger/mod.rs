@@ -9,9 +9,11 @@
 //! own ledger; what is shared between clones is the ticks, as before.
 //!
 //! - [`rules`]: the envelope, the schema versions and their upgrader, the consistency rules;
-//! - [`file`]: reading and verifying the file, appending to it durably.
+//! - [`file`]: reading and verifying the file, appending to it durably;
+//! - [`query`]: the questions seed 002 asks of a ledger.
 
 pub mod file;
+pub mod query;
 pub mod rules;
 
 use serde_json::{Map, Value};

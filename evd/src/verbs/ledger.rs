@@ -163,3 +163,22 @@ pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
         reported_seq,
     })
 }
+
+/// `ev.ledger.query`: one of seed 002's questions over every event of the ledger (evd's own
+/// waiting ones written first).
+pub fn query(store: &mut Store, req: &proto::rpc::LedgerQueryRequest) -> Result<Value, Refusal> {
+    store.require()?;
+    if !ledger::query::QUERIES.iter().any(|(q, _)| *q == req.query) {
+        return ledger::query::answer(&req.query, &[], None)
+            .map_err(|e| Refusal::refused("ledger_query", e));
+    }
+    store.write_journal();
+    let text = match std::fs::read(store.ledger.path()) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Refusal::io(format!("reading the ledger: {e}"))),
+    };
+    let events = ledger::query::events_of(&text);
+    ledger::query::answer(&req.query, &events, req.last)
+        .map_err(|e| Refusal::refused("ledger_query", e))
+}
