@@ -3,6 +3,7 @@
 
 mod client;
 mod context;
+mod evidence;
 mod generate;
 mod grammar;
 mod hook_run;
@@ -191,7 +192,25 @@ enum Cmd {
         /// Recompute the four frozen golden ids instead (needs no store).
         #[arg(long)]
         self_test: bool,
+        /// Also re-hash every evidence citation of the current decisions: exit 1 when any
+        /// no longer holds (its bytes changed, the file shrank or went away, a marker is not a
+        /// citation).
+        #[arg(long, conflicts_with = "self_test")]
+        evidence: bool,
     },
+    /// Print an evidence marker for a file's bytes as they are now, to put in a ground's text.
+    ///
+    /// The marker, [evidence:<path>:<b0>-<b1>:<sha256>], names the file (relative to the
+    /// repository), a byte span and the sha256 of exactly those bytes; it becomes part of the
+    /// claim (and so of the decision's id). evd refuses a claim whose citation does not hold
+    /// when it is recorded, and `check` resurfaces the decision when the bytes change.
+    ///
+    /// Examples:
+    ///   evctl cite docs/design.md:12-18
+    ///   evctl cite bench/results.csv --bytes 0-512
+    ///   evctl decide "keep the queue shallow" --assume "p99 stays under 5 ms $(evctl cite bench/p99.txt)"
+    #[command(verbatim_doc_comment)]
+    Cite(evidence::CiteArgs),
     /// Bring existing decision history into the store (idempotent; re-runs skip what is there).
     ///
     /// evctl migrate --source <kind>:<path> [--source …] [--jurisdiction-map <path>] [--blame <name>] [--dry-run]
@@ -470,7 +489,12 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Show { id } => verbs::show(&mut s, &id).await,
         Cmd::List => verbs::list(&mut s, &g).await,
         Cmd::Log => verbs::log(&mut s, &g).await,
-        Cmd::Verify { self_test } => verbs::verify(&mut s, self_test).await,
+        Cmd::Verify {
+            self_test,
+            evidence: false,
+        } => verbs::verify(&mut s, self_test).await,
+        Cmd::Verify { evidence: true, .. } => evidence::verify_with_evidence(&mut s).await,
+        Cmd::Cite(a) => evidence::cite(&s, &a),
         Cmd::Watch => verbs::watch(&mut s).await,
         Cmd::Status => verbs::status(&g).await,
         Cmd::Shutdown => verbs::shutdown(&g).await,

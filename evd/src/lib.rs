@@ -11,6 +11,7 @@ pub mod config;
 pub mod connections;
 pub mod dirwatch;
 pub mod events;
+pub mod evidence;
 pub mod fsio;
 pub mod git_ranges;
 pub mod gitfacts;

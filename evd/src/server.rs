@@ -576,6 +576,10 @@ impl EvApiServer for Rpc {
         on_store_write(&self.0, &ctx, key, move |s| verbs::ledger::append(s, &req)).await
     }
 
+    async fn evidence(&self, req: StoreRequest) -> RpcResult<proto::rpc::EvidenceResult> {
+        on_store(&self.0, &req.context, verbs::evidence::evidence).await
+    }
+
     async fn ledger_query(
         &self,
         req: proto::rpc::LedgerQueryRequest,

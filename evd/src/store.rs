@@ -1210,6 +1210,7 @@ impl Store {
         }
         // The layout was checked when this request took the store (`acquire`).
         crate::limits::check_tick(&tick)?;
+        crate::evidence::check_tick(&self.root, &tick)?;
         if self.head_for_write()? != tick.parent_id {
             return Err(Refusal::new(
                 codes::INTERNAL,
@@ -1328,6 +1329,7 @@ impl Store {
         }
         for t in ticks {
             crate::limits::check_tick(t)?;
+            crate::evidence::check_tick(&self.root, t)?;
         }
         let total = ticks.len() as u64;
         self.record_intent(&last.id)?;

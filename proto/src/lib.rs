@@ -2,6 +2,7 @@
 //! frozen golden vectors, and the RPC contract. Pure: nothing here touches the filesystem, the
 //! network, a clock or a process.
 
+pub mod evidence;
 pub mod golden;
 pub mod id;
 pub mod json;

@@ -1336,6 +1336,34 @@ pub struct AppendReceiptsResult {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Evidence
+
+/// One citation of a current decision's ground, and what its file says now.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CitedEvidence {
+    pub tick_id: String,
+    pub file: String,
+    pub decision: String,
+    pub ground_index: usize,
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+    pub sha256: String,
+    /// `holds`, `drifted`, `out-of-bounds` or `unreadable`.
+    pub state: String,
+    /// What is wrong, in words (empty when it holds).
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EvidenceResult {
+    /// Every citation of the current decisions, in view order.
+    pub citations: Vec<CitedEvidence>,
+    /// How many hold.
+    pub holding: usize,
+}
+
+// ---------------------------------------------------------------------------------------------
 // The event ledger
 
 /// Events to append to the store's ledger (`results/ledger/events.jsonl`), in order: each an
@@ -1507,6 +1535,10 @@ pub trait EvApi {
     /// taken (what a hook names before a commit, what an editor shows on a file).
     #[method(name = "guards")]
     async fn guards(&self, req: GuardsRequest) -> RpcResult<GuardsResult>;
+
+    /// Every evidence citation of the current decisions, re-hashed against its file now.
+    #[method(name = "evidence")]
+    async fn evidence(&self, req: StoreRequest) -> RpcResult<EvidenceResult>;
 
     /// Append events to the store's ledger: validated at the door (envelope, schema version,
     /// the consistency rules), chained, written durably; refused whole, naming the rule.

@@ -4,6 +4,7 @@
 pub mod brief;
 pub mod check;
 pub mod decide;
+pub mod evidence;
 pub mod guard;
 pub mod guards;
 pub mod init;

@@ -93,6 +93,7 @@ pub fn write(
     if preview {
         // Refused exactly as the append would refuse the write.
         crate::limits::check_tick(&tick).map_err(with)?;
+        crate::evidence::check_tick(store.root(), &tick).map_err(with)?;
     } else {
         let event = crate::events::tick_event(op, &tick, now);
         store.append(tick.clone()).map_err(with)?;
