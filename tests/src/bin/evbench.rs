@@ -24,6 +24,9 @@
 //! `evbench store` runs only the store section: evd's RSS holding a 1k, 10k and 100k-tick store
 //! with its verdicts, `verify` cold and repeated, `list` and a warm `check`, each next to
 //! upstream `ev` 0.1.32 on the same store (capped; see `tests/src/bench_store.rs`).
+//! `evbench ledger` runs only the ledger section: append throughput through evd (fsync'd), `ledger
+//! verify` and a query at 100,000 events, and evidence re-hashing at 10,000 citations
+//! (`tests/src/bench_ledger.rs`).
 //! `evbench hooks` runs only the hooks section: what
 //! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
 //! last; see `tests/src/bench_hooks.rs`).
@@ -58,6 +61,8 @@ use tokio::net::UnixStream;
 mod bench_follow;
 #[path = "../bench_hooks.rs"]
 mod bench_hooks;
+#[path = "../bench_ledger.rs"]
+mod bench_ledger;
 #[path = "../bench_store.rs"]
 mod bench_store;
 
@@ -1924,6 +1929,9 @@ fn run(report: &mut Report) -> Res<()> {
 
     if bench_hooks::selected() {
         return bench_hooks::run(&w, report, started);
+    }
+    if bench_ledger::selected() {
+        return bench_ledger::run(&w, report, started);
     }
     if bench_follow::selected() {
         return bench_follow::run(&w, report, started);

@@ -1,0 +1,231 @@
+//! `evbench ledger`: the event ledger and evidence citations, measured through a real evd.
+//!
+//! - **append**: events/s through `ev.ledger.append` on the socket, every batch written and
+//!   fsync'd before the answer: one event per call, and batches of 1,000;
+//! - **verify**: `evctl ledger verify` of the resulting 100,000-event ledger, by a freshly
+//!   started evd (every line read, parsed, chained and checked) and again (unchanged: from
+//!   memory);
+//! - **query**: `evctl ledger query calibration` over it;
+//! - **evidence**: 10,000 decisions each citing one line of a file, imported through
+//!   `migrate` (every citation checked at the door), then `ev.evidence` re-hashing all 10,000.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::{fmt_dur, measure, Report, Res, World};
+
+/// Whether `evbench ledger` was asked for.
+pub fn selected() -> bool {
+    std::env::args().skip(1).any(|a| a == "ledger")
+}
+
+fn call(w: &World, method: &str, params: Value) -> Res<Value> {
+    let v = evd_e2e::rpc_post(&w.socket(), method, params);
+    match v.get("error") {
+        Some(e) => Err(format!("{method}: {e}")),
+        None => Ok(v["result"].clone()),
+    }
+}
+
+fn event(i: usize, t: &str, payload: Value) -> Value {
+    json!({"schema_version": "1.1", "event_type": t, "run_id": format!("R-bench-{}", i / 1000),
+           "agent_id": "bench-planner", "payload": payload,
+           "host": {"hostname": "bench", "platform": "linux", "repo_root": "/bench"},
+           "git": {"branch": "main", "head_sha": "", "dirty": false}})
+}
+
+/// One plan's life, four events (after its intent exists).
+fn plan_events(i: usize) -> Vec<Value> {
+    let (intent, plan) = ("I-bench", format!("P-{i}"));
+    vec![
+        event(
+            i,
+            "plan_variant_created",
+            json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1",
+            "model": {"provider": "p", "model_id": format!("m{}", i % 3), "tier": if i % 2 == 0 { "flash" } else { "deep" }, "routing_reason": "r"},
+            "predicted": {"p_success": 0.7, "entropy": 3.0, "estimator_versions": {"entropy": "entropy_v1"}}}),
+        ),
+        event(
+            i,
+            "plan_selected",
+            json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1"}),
+        ),
+        event(
+            i,
+            "execution_started",
+            json!({"intent_id": intent, "plan_id": plan, "sandbox_id": "S"}),
+        ),
+        event(
+            i,
+            "execution_completed",
+            json!({"intent_id": intent, "plan_id": plan, "sandbox_id": "S",
+            "status": "success", "actual": {"p_success": 1.0, "entropy": 2.0, "cost": 1.0, "impact": 3.0}}),
+        ),
+    ]
+}
+
+pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
+    let repo = evd_e2e::Repo::new();
+    let root = std::fs::canonicalize(repo.path()).map_err(|e| format!("repo: {e}"))?;
+    let mut daemon = w.start_daemon()?;
+    w.evctl(&root, &["init"])?;
+    let ctx = json!({"store": root.display().to_string()});
+    call(
+        w,
+        "ev.ledger.append",
+        json!([{"context": ctx, "events": [event(0, "intent_created",
+        json!({"intent_id": "I-bench", "parent_intent_id": null, "goal": "bench"}))]}]),
+    )?;
+
+    println!("\n-- ledger append through evd (fsync'd) --");
+    let mut i = 0usize;
+    let single = measure(1000, 5, || {
+        i += 1;
+        call(
+            w,
+            "ev.ledger.append",
+            json!([{"context": ctx, "events": [plan_events(i)[0].clone()]}]),
+        )
+        .map(|_| ())
+    })?;
+    let single = report.add("ledger", "append", "1 event per call", single);
+    let mut appended = i + 1;
+    let batches = 100usize;
+    let t = Instant::now();
+    for b in 0..batches {
+        let events: Vec<Value> = (0..250)
+            .flat_map(|k| plan_events(1_000_000 + b * 250 + k))
+            .collect();
+        appended += events.len();
+        call(
+            w,
+            "ev.ledger.append",
+            json!([{"context": ctx, "events": events}]),
+        )?;
+    }
+    let batched = t.elapsed();
+    let per_sec_single = 1.0 / single.p50.as_secs_f64().max(1e-9);
+    let per_sec_batched = (batches * 1000) as f64 / batched.as_secs_f64().max(1e-9);
+    println!(
+        "  one event per call: p50 {} → {per_sec_single:.0} events/s",
+        fmt_dur(single.p50)
+    );
+    println!(
+        "  batches of 1,000: {} for {} events → {per_sec_batched:.0} events/s",
+        fmt_dur(batched),
+        batches * 1000
+    );
+
+    println!("\n-- ledger verify and query at {appended} events --");
+    daemon.shutdown();
+    let mut daemon = w.start_daemon()?;
+    let t = Instant::now();
+    let out = w.evctl(&root, &["ledger", "verify"])?;
+    let cold = t.elapsed();
+    println!(
+        "  first `evctl ledger verify` (fresh evd: every line read and checked): {} ({})",
+        fmt_dur(cold),
+        out.trim()
+    );
+    let warm = report.add(
+        "ledger",
+        "verify",
+        "evctl, nothing changed",
+        measure(20, 2, || w.evctl(&root, &["ledger", "verify"]).map(|_| ()))?,
+    );
+    let q = report.add(
+        "ledger",
+        "query",
+        "calibration",
+        measure(10, 1, || {
+            w.evctl(&root, &["ledger", "query", "calibration"])
+                .map(|_| ())
+        })?,
+    );
+
+    println!("\n-- evidence: 10,000 citations --");
+    let (import, rehash) = evidence(w, &root)?;
+    let rehash = report.add("evidence", "10k cited", "ev.evidence (re-hash all)", rehash);
+    daemon.shutdown();
+
+    println!("\nsummary ({} total):", fmt_dur(started.elapsed()));
+    report.table();
+    println!("\nledger and evidence:");
+    println!(
+        "  append, 1 event per call (fsync each): {per_sec_single:.0} events/s (p50 {})",
+        fmt_dur(single.p50)
+    );
+    println!("  append, batches of 1,000 (fsync each): {per_sec_batched:.0} events/s");
+    println!(
+        "  verify at {appended} events: first {} (fresh evd), repeated p50 {}",
+        fmt_dur(cold),
+        fmt_dur(warm.p50)
+    );
+    println!(
+        "  query calibration at {appended} events: p50 {}",
+        fmt_dur(q.p50)
+    );
+    println!("  replay: not built yet");
+    println!(
+        "  evidence at 10,000 citations: import with every citation checked {}, re-hash all p50 {}",
+        fmt_dur(import),
+        fmt_dur(rehash.p50)
+    );
+    Ok(())
+}
+
+/// 10,000 decisions citing one line each of one file, imported; then how long re-hashing
+/// every citation takes.
+fn evidence(w: &World, root: &Path) -> Res<(Duration, super::Stats)> {
+    let lines: Vec<String> = (0..10_000)
+        .map(|i| format!("measurement {i}: p99 {} ms\n", i % 97))
+        .collect();
+    std::fs::write(root.join("measurements.txt"), lines.concat())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut at = 0u64;
+    let mut records = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        let end = at + l.len() as u64;
+        let c = proto::evidence::cite("measurements.txt", at, end, l.as_bytes());
+        at = end;
+        records.push_str(&format!(
+            "{}\n",
+            json!({"kind": "ev-decision-intake", "decision": format!("bench decision {i}"),
+                   "grounds": [{"claim": format!("it holds {}", c.marker()), "supports": "chosen"}],
+                   "blame": "bench", "source_ref": format!("B{i}"), "provenance": "imported"})
+        ));
+    }
+    let src = root.join("cited.jsonl");
+    std::fs::write(&src, records).map_err(|e| format!("write: {e}"))?;
+    let t = Instant::now();
+    w.evctl(
+        root,
+        &[
+            "migrate",
+            "--source",
+            &format!("canonical:{}", src.display()),
+        ],
+    )?;
+    let import = t.elapsed();
+    println!(
+        "  imported 10,000 cited decisions (each citation checked at the door): {}",
+        fmt_dur(import)
+    );
+    let ctx = json!({"store": root.display().to_string()});
+    let mut held = 0;
+    let s = measure(20, 1, || {
+        let r = call(w, "ev.evidence", json!([{"context": ctx}]))?;
+        held = r["holding"].as_u64().unwrap_or(0);
+        Ok(())
+    })?;
+    if held != 10_000 {
+        return Err(format!("ev.evidence: {held} of 10,000 citations hold"));
+    }
+    println!(
+        "  ev.evidence over 10,000 citations: p50 {}",
+        fmt_dur(s.p50)
+    );
+    Ok((import, s))
+}
