@@ -44,7 +44,7 @@ fn plan_events(i: usize) -> Vec<Value> {
             i,
             "plan_variant_created",
             json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1",
-            "model": {"provider": "p", "model_id": format!("m{}", i % 3), "tier": if i % 2 == 0 { "flash" } else { "deep" }, "routing_reason": "r"},
+            "model": {"provider": "p", "model_id": format!("m{}", i % 3), "tier": if i.is_multiple_of(2) { "flash" } else { "deep" }, "routing_reason": "r"},
             "predicted": {"p_success": 0.7, "entropy": 3.0, "estimator_versions": {"entropy": "entropy_v1"}}}),
         ),
         event(
