@@ -168,6 +168,9 @@ pub struct Store {
     journal_since: Option<std::time::Instant>,
     /// Whether this process has written its `daemon_started` to this store's ledger.
     journal_started: bool,
+    /// The `git` envelope of evd's own events, and when it was read (asking git takes a
+    /// `git status`: at most once per [`JOURNAL_GIT_FOR`] while events keep coming).
+    journal_git: Option<(std::time::Instant, serde_json::Value)>,
     /// The caller of the write being served, for the events it causes.
     pub current_agent: Option<String>,
     /// Verdict changes the last evaluation found, for its caller to take.
@@ -214,6 +217,8 @@ pub const LOCK_FILE: &str = "evd.lock";
 const SAVE_ANSWERS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long evd's own events wait to be written to the ledger together.
 const WRITE_JOURNAL_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long the `git` envelope of evd's own events is reused.
+const JOURNAL_GIT_FOR: std::time::Duration = std::time::Duration::from_secs(2);
 /// The most own events that wait (a ledger that cannot be written must not grow memory).
 const MAX_JOURNAL: usize = 100_000;
 
@@ -273,6 +278,7 @@ impl Store {
             journal: Vec::new(),
             journal_since: None,
             journal_started: false,
+            journal_git: None,
             current_agent: None,
             pending_changes: Vec::new(),
             requests: crate::requests::RequestLog::new(&results),
@@ -911,7 +917,14 @@ impl Store {
             self.journal_since = None;
             return;
         }
-        let git = crate::verbs::ledger::git_now(self);
+        let git = match &self.journal_git {
+            Some((at, g)) if at.elapsed() < JOURNAL_GIT_FOR => g.clone(),
+            _ => {
+                let g = crate::verbs::ledger::git_now(self);
+                self.journal_git = Some((std::time::Instant::now(), g.clone()));
+                g
+            }
+        };
         let host = crate::ledger::host(&self.root);
         let agent = crate::verbs::ledger::own_agent();
         let mut events = Vec::with_capacity(self.journal.len() + 1);
