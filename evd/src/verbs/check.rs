@@ -1213,17 +1213,23 @@ fn record_tool_run(store: &mut Store, run_id: &str, run: &proto::rpc::ToolRun) {
     use sha2::{Digest, Sha256};
     let rel_dir = format!("runs/{run_id}");
     let dir = store.results_dir().join(&rel_dir);
+    // The next number no file of this run has taken: an artifact, once cited, is never
+    // overwritten.
     let taken = std::fs::read_dir(&dir).map_or(0, |d| d.count());
-    let stem = format!(
-        "{:04}-{}-{}",
-        taken / 2 + 1,
-        proto::id::receipt_key(&run.command),
-        if run.role == "counter-test" {
-            "counter"
-        } else {
-            "check"
-        }
-    );
+    let role = if run.role == "counter-test" {
+        "counter"
+    } else {
+        "check"
+    };
+    let key = proto::id::receipt_key(&run.command);
+    let stem = (taken / 2 + 1..)
+        .map(|n| format!("{n:04}-{key}-{role}"))
+        .find(|stem| {
+            ["stdout", "stderr"]
+                .iter()
+                .all(|s| std::fs::symlink_metadata(dir.join(format!("{stem}.{s}"))).is_err())
+        })
+        .unwrap_or_default();
     let mut artifacts = Vec::new();
     if let (Ok(tmp), Ok(())) = (store.tmp_dir(), fsio::ensure_dir(&dir)) {
         for (stream, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
