@@ -145,7 +145,27 @@ pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[St
         lines: Vec::new(),
     };
     let mut budget = SHOWN;
-    if r.gating {
+    let drifted: Vec<_> = r.evidence.iter().filter(|e| e.gating).collect();
+    if r.gating && r.tally.gating == 0 && r.gating_rows.is_empty() && !drifted.is_empty() {
+        // Only evidence gates: a user-ruled decision's cited bytes changed.
+        said.lines.push(format!(
+            "evctl: commit blocked: the evidence of {} no longer holds, so `evctl check --exit-on-red` would fail:",
+            plural(drifted.len(), "user-ruled decision", "user-ruled decisions")
+        ));
+        for e in drifted.iter().take(budget.min(3)) {
+            said.lines.push(format!(
+                "  {} {} {} (evidence {} bytes {}-{}: {})",
+                e.label,
+                e.tick_id,
+                q(&e.decision),
+                e.path,
+                e.start,
+                e.end,
+                e.detail
+            ));
+            budget -= 1;
+        }
+    } else if r.gating {
         let n = r.tally.gating.max(r.gating_rows.len());
         said.lines.push(format!(
             "evctl: commit blocked: {} gate{}, so `evctl check --exit-on-red` would fail:",
@@ -567,6 +587,7 @@ mod tests {
             decisions,
             gating_rows: Vec::new(),
             warnings: Vec::new(),
+            evidence: Vec::new(),
         }
     }
 

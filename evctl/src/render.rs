@@ -510,6 +510,7 @@ pub fn check_with(
     if let Some((mut file, len)) = rows {
         if len == 0 {
             out.line("no test-bound grounds to check");
+            evidence_rows(r, style, &mut out);
             return out;
         }
         if r.ran {
@@ -532,6 +533,7 @@ pub fn check_with(
         match p.text() {
             Ok(text) if text.is_empty() => {
                 out.line("no test-bound grounds to check");
+                evidence_rows(r, style, &mut out);
                 return out;
             }
             Ok(text) => {
@@ -555,6 +557,7 @@ pub fn check_with(
         };
         if rows.is_empty() {
             out.line("no test-bound grounds to check");
+            evidence_rows(r, style, &mut out);
             return out;
         }
         if r.ran {
@@ -581,6 +584,7 @@ pub fn check_with(
             }
         }
     }
+    evidence_rows(r, style, &mut out);
     let note_after_run = if r.ran {
         colocation_note(labels.iter().map(String::as_str))
     } else {
@@ -625,6 +629,39 @@ pub fn check_with(
         out.err(n);
     }
     out
+}
+
+/// The decisions whose cited evidence no longer holds, after the verdict rows.
+fn evidence_rows(r: &proto::rpc::CheckResult, style: Style, out: &mut Out) {
+    for e in &r.evidence {
+        if style.rich {
+            let class = if e.gating {
+                "attention"
+            } else {
+                "informational"
+            };
+            out.line(format!(
+                "{} {}  {}  {}  {}",
+                style.verdict_glyph(class),
+                style.hue(class, &e.label),
+                style.bold(&q(&e.decision)),
+                style.id(&e.tick_id),
+                style.dim(&format!(
+                    "evidence {} bytes {}-{}: {}{}",
+                    e.path,
+                    e.start,
+                    e.end,
+                    e.detail,
+                    e.since
+                        .as_deref()
+                        .map(|s| format!(", since {s}"))
+                        .unwrap_or_default()
+                ))
+            ));
+        } else {
+            out.line(e.plain());
+        }
+    }
 }
 
 /// After `check --run`: when the rows are stuck (some `stale`, `not-run` or `unproven`) and none

@@ -144,3 +144,138 @@ pub fn check_tick(root: &Path, tick: &Tick) -> Result<(), Refusal> {
     }
     Ok(())
 }
+
+/// What a cited file looked like when its citations were last hashed.
+type FileStamp = (u64, u64, i128, i128);
+
+fn file_stamp(m: &std::fs::Metadata) -> FileStamp {
+    use std::os::unix::fs::MetadataExt;
+    (
+        m.ino(),
+        m.len(),
+        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+    )
+}
+
+/// The states of a store's citations, kept per cited file while its stamp (inode, size, mtime,
+/// ctime) stays the same: a check looks at each cited file once and hashes again only what
+/// changed.
+#[derive(Debug, Default)]
+pub struct Cache {
+    files: std::collections::HashMap<String, Hashed>,
+}
+
+/// A cited file's stamp when its citations were hashed, and their states then.
+type Hashed = (Option<FileStamp>, Vec<(Citation, State)>);
+
+/// One marker of a current decision: its file, tick, ground, claim and the citation it reads
+/// as (or why it is none).
+type Marker<'v> = (
+    &'v str,
+    &'v crate::packed::PackedTick,
+    usize,
+    &'v str,
+    Result<Citation, String>,
+);
+
+impl Cache {
+    /// Each citation's state now, and since when its file is as it is (its mtime) when it does
+    /// not hold.
+    pub fn states(&mut self, root: &Path, cited: &[&Citation]) -> Vec<(State, Option<String>)> {
+        let mut looked: std::collections::HashMap<&str, (Option<FileStamp>, Option<String>)> =
+            std::collections::HashMap::new();
+        let mut out = Vec::with_capacity(cited.len());
+        for c in cited {
+            let (stamp, since) = looked
+                .entry(c.path.as_str())
+                .or_insert_with(|| {
+                    let m = std::fs::symlink_metadata(root.join(&c.path)).ok();
+                    let since = m
+                        .as_ref()
+                        .and_then(|m| m.modified().ok())
+                        .map(|t| crate::clock::format(time::OffsetDateTime::from(t)));
+                    (m.as_ref().map(file_stamp), since)
+                })
+                .clone();
+            let entry = self
+                .files
+                .entry(c.path.clone())
+                .or_insert_with(|| (stamp, Vec::new()));
+            // A file that cannot be stamped is hashed every time.
+            if entry.0 != stamp || stamp.is_none() {
+                *entry = (stamp, Vec::new());
+            }
+            let st = match entry.1.iter().find(|(k, _)| k == *c) {
+                Some((_, st)) => st.clone(),
+                None => {
+                    let st = state(root, c);
+                    entry.1.push(((*c).clone(), st.clone()));
+                    st
+                }
+            };
+            let since = if st.holds() { None } else { since };
+            out.push((st, since));
+        }
+        // Files no longer cited are let go.
+        self.files.retain(|p, _| looked.contains_key(p.as_str()));
+        out
+    }
+}
+
+/// The rows of the current live decisions whose cited evidence does not hold now: each
+/// citation that drifted, ran out of bounds or cannot be read, and each marker that is not a
+/// citation. A user-ruled decision's row gates.
+pub fn drifted_rows(
+    store: &mut crate::store::Store,
+) -> Result<Vec<proto::rpc::EvidenceRow>, Refusal> {
+    let view = store.current_shared()?;
+    let mut cited: Vec<Marker<'_>> = Vec::new();
+    for (file, t) in view.iter() {
+        if !t.cites_evidence() || t.status() != "live" {
+            continue;
+        }
+        for (i, g) in t.grounds().enumerate() {
+            match citations(g.claim) {
+                Ok(cs) => cited.extend(cs.into_iter().map(|c| (&**file, &**t, i, g.claim, Ok(c)))),
+                Err(e) if g.claim.contains(proto::evidence::OPEN) => {
+                    cited.push((&**file, &**t, i, g.claim, Err(e)))
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let root = store.root().to_path_buf();
+    let good: Vec<&Citation> = cited.iter().filter_map(|x| x.4.as_ref().ok()).collect();
+    let mut states = store.evidence.states(&root, &good).into_iter();
+    let mut rows = Vec::new();
+    for (file, t, i, claim, c) in &cited {
+        let (label, c, detail, since) = match c {
+            Ok(c) => {
+                let Some((st, since)) = states.next() else {
+                    break;
+                };
+                if st.holds() {
+                    continue;
+                }
+                (st.label().to_string(), Some(c), st.describe(), since)
+            }
+            Err(e) => ("malformed".to_string(), None, e.clone(), None),
+        };
+        rows.push(proto::rpc::EvidenceRow {
+            label,
+            tick_id: t.id().to_string(),
+            file: file.to_string(),
+            decision: t.decision().to_string(),
+            claim: claim.to_string(),
+            ground_index: *i,
+            path: c.map(|c| c.path.clone()).unwrap_or_default(),
+            start: c.map_or(0, |c| c.start),
+            end: c.map_or(0, |c| c.end),
+            detail,
+            since,
+            gating: t.authority() == Some(proto::vocab::USER_RULED),
+        });
+    }
+    Ok(rows)
+}

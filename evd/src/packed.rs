@@ -60,6 +60,8 @@ const NUMBERED_FIELDS: [F; 5] = [
 ];
 /// In `index[0]`: bit `NUMBERED_AT + j` says `NUMBERED_FIELDS[j]` is kept as a number.
 const NUMBERED_AT: u32 = 8;
+/// In `index[0]`: some ground's claim holds an evidence marker (`proto::evidence::OPEN`).
+const CITES: u32 = 1 << 14;
 
 const KIND_NONE: u32 = 0;
 const KIND_PERSON: u32 = 1;
@@ -398,7 +400,11 @@ impl PackedTick {
             .enumerate()
             .filter(|(_, o)| o.is_some())
             .fold(0u32, |m, (k, _)| m | 1 << k);
-        b.index.push(present);
+        let cites = t
+            .grounds
+            .iter()
+            .any(|g| g.claim.contains(proto::evidence::OPEN));
+        b.index.push(present | if cites { CITES } else { 0 });
         b.index
             .push(u32::try_from(t.grounds.len()).unwrap_or(u32::MAX));
         let top = |f: F| -> Option<&str> {
@@ -598,6 +604,11 @@ impl PackedTick {
         };
         let end = self.index.get(ENDS_AT + k).unwrap_or(start);
         slice(&self.text, start, end)
+    }
+
+    /// Whether some ground's claim holds an evidence marker (checked at every write door).
+    pub fn cites_evidence(&self) -> bool {
+        self.index.get(0).unwrap_or(0) & CITES != 0
     }
 
     /// How many top-level fields are kept as numbers.

@@ -160,6 +160,8 @@ pub struct Store {
     pub shared_texts: crate::check_memo::SharedTexts,
     /// The store's event ledger (`results/ledger/events.jsonl`), as its writer holds it.
     pub ledger: crate::ledger::Ledger,
+    /// The states of the current decisions' evidence citations, per cited file.
+    pub evidence: crate::evidence::Cache,
     /// evd's own events (a tick recorded, a receipt appended, a verdict changed, a check run)
     /// not yet written to the ledger, and since when they wait: written together shortly
     /// after, off the request's path (see [`Store::idle_work_at`]), and when the store is
@@ -275,6 +277,7 @@ impl Store {
             memos: crate::check_memo::Memos::default(),
             shared_texts: Default::default(),
             ledger: crate::ledger::Ledger::new(&results),
+            evidence: Default::default(),
             journal: Vec::new(),
             journal_since: None,
             journal_started: false,

@@ -1259,10 +1259,14 @@ pub struct CheckResult {
     pub ran: bool,
     pub staleness_ref: StalenessRef,
     pub tally: Tally,
-    /// Any post-lock verdict gates (`--exit-on-red` exits 1).
+    /// Any post-lock verdict gates (`--exit-on-red` exits 1), or a user-ruled decision's
+    /// evidence drifted.
     pub gating: bool,
     #[serde(default)]
     pub warnings: Vec<Warning>,
+    /// Current decisions whose cited evidence no longer holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<EvidenceRow>,
 }
 
 /// One test binding `check --run` may execute.
@@ -1353,6 +1357,47 @@ pub struct CitedEvidence {
     pub state: String,
     /// What is wrong, in words (empty when it holds).
     pub detail: String,
+}
+
+/// A current decision whose cited evidence no longer holds: it resurfaces in `check` with a row
+/// of its own, and gates like a red when it is user-ruled.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EvidenceRow {
+    /// `drifted`, `out-of-bounds`, `unreadable` or `malformed`.
+    pub label: String,
+    pub tick_id: String,
+    pub file: String,
+    pub decision: String,
+    pub claim: String,
+    pub ground_index: usize,
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+    /// What is wrong, in words.
+    pub detail: String,
+    /// When the file last changed (its mtime), when it can be told.
+    pub since: Option<String>,
+    pub gating: bool,
+}
+
+impl EvidenceRow {
+    /// The row as `check` prints it, in the shape of a verdict row.
+    pub fn plain(&self) -> String {
+        let since = self
+            .since
+            .as_deref()
+            .map(|s| format!(", since {s}"))
+            .unwrap_or_default();
+        plain_row(
+            &self.label,
+            &self.file,
+            &self.claim,
+            &format!(
+                "evidence {} bytes {}-{}: {}{since}",
+                self.path, self.start, self.end, self.detail
+            ),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -1774,6 +1819,9 @@ pub struct GuardsResult {
     pub gating_rows: Vec<CheckRow>,
     #[serde(default)]
     pub warnings: Vec<Warning>,
+    /// Current decisions whose cited evidence no longer holds (as `check` reads them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<EvidenceRow>,
 }
 
 /// How much a verdict asks for attention: a gating verdict first, then red over stale over

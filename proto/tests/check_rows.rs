@@ -36,6 +36,7 @@ fn result(rows: Vec<CheckRow>, table: Option<RowTable>, plain: Option<PlainRows>
         tally: Tally::default(),
         gating: false,
         warnings: Vec::new(),
+        evidence: Vec::new(),
     }
 }
 

@@ -212,3 +212,116 @@ fn every_write_door_refuses_a_citation_that_does_not_hold_and_verify_fails_once_
         (1, "unreadable".into())
     );
 }
+
+#[test]
+fn a_decision_whose_evidence_drifts_resurfaces_in_check_and_gates_when_user_ruled() {
+    let w = World::new();
+    let r = repo(&w);
+    std::fs::write(r.ev_dir().join("config"), "staleness_ref = \"none\"\n").expect("config");
+    let ruled_claim = format!(
+        "p99 stays under 5 ms {}",
+        cite(&w, &r, &["bench/p99.txt:2"])
+    );
+    let ruled = w
+        .evctl(
+            r.path(),
+            &[
+                "decide",
+                "keep the queue shallow",
+                "--assume",
+                &ruled_claim,
+                "--authority",
+                "user-ruled",
+                "--blame",
+                "Wang Yu",
+            ],
+        )
+        .ok();
+    let ruled_id = ruled
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("id")
+        .to_string();
+    let advisory_claim = format!("p999 is fine {}", cite(&w, &r, &["bench/p99.txt:3"]));
+    let advisory = w
+        .evctl(
+            r.path(),
+            &[
+                "decide",
+                "no tail work",
+                "--assume",
+                &advisory_claim,
+                "--blame",
+                "Li Na",
+            ],
+        )
+        .ok();
+    let advisory_id = advisory
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("id")
+        .to_string();
+    let quiet = w.evctl(r.path(), &["check", "--exit-on-red"]).ok();
+    assert_eq!(
+        quiet.stdout, "no test-bound grounds to check\n",
+        "everything holds"
+    );
+
+    // The advisory decision's line changes: it resurfaces, but does not gate.
+    let p = r.path().join("bench/p99.txt");
+    let text = std::fs::read_to_string(&p).expect("read");
+    std::fs::write(&p, text.replace("9.2", "9.7")).expect("edit");
+    let out = w.evctl(r.path(), &["check", "--exit-on-red"]).ok();
+    assert!(
+        out.stdout.contains(&format!("drifted\t{advisory_id}\t"))
+            && !out.stdout.contains(&ruled_id),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout
+            .contains("evidence bench/p99.txt bytes 22-34: its bytes changed"),
+        "{out:?}"
+    );
+
+    // The user-ruled one's line changes too: it gates, like a red.
+    std::fs::write(&p, text.replace("9.2", "9.7").replace("4.8", "5.9")).expect("edit");
+    let out = w.evctl(r.path(), &["--json", "check", "--exit-on-red"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(v["gating"], true);
+    let rows = v["evidence"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    let gating: Vec<_> = rows
+        .iter()
+        .filter(|r| r["gating"] == true)
+        .map(|r| r["tick_id"].clone())
+        .collect();
+    assert_eq!(gating, vec![serde_json::json!(ruled_id)]);
+    assert!(
+        rows.iter().all(|r| r["since"].is_string()),
+        "since when the file changed"
+    );
+
+    // The pre-commit gate blocks a commit while it does (a real `git commit`).
+    w.evctl(r.path(), &["hooks", "install"]).ok();
+    evd_e2e::git(r.path(), &["add", "bench/p99.txt"]);
+    let commit = w.git(r.path(), &["commit", "-q", "-m", "new numbers"]);
+    assert_ne!(commit.code, 0, "{commit:?}");
+    assert!(
+        commit
+            .stderr
+            .contains("evidence of 1 user-ruled decision no longer holds")
+            && commit.stderr.contains(&ruled_id),
+        "{commit:?}"
+    );
+
+    // The bytes come back: nothing resurfaces, and the commit goes through.
+    std::fs::write(&p, &text).expect("restore");
+    let out = w.evctl(r.path(), &["check", "--exit-on-red"]).ok();
+    assert_eq!(out.stdout, "no test-bound grounds to check\n");
+    evd_e2e::git(r.path(), &["add", "bench/p99.txt"]);
+    w.git(r.path(), &["commit", "-q", "-m", "same numbers"])
+        .ok();
+}

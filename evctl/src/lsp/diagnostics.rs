@@ -187,6 +187,7 @@ pub mod tests {
             decisions,
             gating_rows: vec![],
             warnings: vec![],
+            evidence: vec![],
         }
     }
 

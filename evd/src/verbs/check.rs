@@ -431,7 +431,11 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
     }
     p.insert("wall_ms".into(), wall_ms.into());
     store.journal("check_run", p);
-    Ok(answer(&e.eval, req, e.policy, e.reference, e.warnings))
+    let evidence = crate::evidence::drifted_rows(store)?;
+    let mut out = answer(&e.eval, req, e.policy, e.reference, e.warnings);
+    out.gating |= evidence.iter().any(|r| r.gating);
+    out.evidence = evidence;
+    Ok(out)
 }
 
 /// The answer to one request from an evaluation: rows as objects, or the compact table.
@@ -467,6 +471,7 @@ fn answer(
         gating: e.gating,
         tally: e.tally.clone(),
         warnings,
+        evidence: Vec::new(),
     }
 }
 

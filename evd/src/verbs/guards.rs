@@ -169,13 +169,15 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     } else {
         Vec::new()
     };
+    let evidence = crate::evidence::drifted_rows(store)?;
     Ok(GuardsResult {
+        gating: e.eval.gating || evidence.iter().any(|r| r.gating),
+        evidence,
         head: e.head,
         staleness_ref: StalenessRef {
             policy: e.policy,
             sha: e.reference,
         },
-        gating: e.eval.gating,
         tally: e.eval.tally.clone(),
         decisions,
         matched_total,
