@@ -164,18 +164,22 @@ fn file_stamp(m: &std::fs::Metadata) -> FileStamp {
 #[derive(Debug, Default)]
 pub struct Cache {
     files: std::collections::HashMap<String, Hashed>,
+    /// The current decisions' markers, read once per view (tick generation).
+    markers: Option<(u64, std::sync::Arc<Vec<Marker>>)>,
 }
 
 /// A cited file's stamp when its citations were hashed, and their states then.
-type Hashed = (Option<FileStamp>, Vec<(Citation, State)>);
+type Hashed = (
+    Option<FileStamp>,
+    std::collections::HashMap<Citation, State>,
+);
 
-/// One marker of a current decision: its file, tick, ground, claim and the citation it reads
-/// as (or why it is none).
-type Marker<'v> = (
-    &'v str,
-    &'v crate::packed::PackedTick,
+/// One marker of a current decision: its file, tick, ground and the citation it reads as (or
+/// why it is none).
+type Marker = (
+    std::sync::Arc<str>,
+    std::sync::Arc<crate::packed::PackedTick>,
     usize,
-    &'v str,
     Result<Citation, String>,
 );
 
@@ -201,16 +205,16 @@ impl Cache {
             let entry = self
                 .files
                 .entry(c.path.clone())
-                .or_insert_with(|| (stamp, Vec::new()));
+                .or_insert_with(|| (stamp, Default::default()));
             // A file that cannot be stamped is hashed every time.
             if entry.0 != stamp || stamp.is_none() {
-                *entry = (stamp, Vec::new());
+                *entry = (stamp, Default::default());
             }
-            let st = match entry.1.iter().find(|(k, _)| k == *c) {
-                Some((_, st)) => st.clone(),
+            let st = match entry.1.get(*c) {
+                Some(st) => st.clone(),
                 None => {
                     let st = state(root, c);
-                    entry.1.push(((*c).clone(), st.clone()));
+                    entry.1.insert((*c).clone(), st.clone());
                     st
                 }
             };
@@ -230,26 +234,40 @@ pub fn drifted_rows(
     store: &mut crate::store::Store,
 ) -> Result<Vec<proto::rpc::EvidenceRow>, Refusal> {
     let view = store.current_shared()?;
-    let mut cited: Vec<Marker<'_>> = Vec::new();
-    for (file, t) in view.iter() {
-        if !t.cites_evidence() || t.status() != "live" {
-            continue;
-        }
-        for (i, g) in t.grounds().enumerate() {
-            match citations(g.claim) {
-                Ok(cs) => cited.extend(cs.into_iter().map(|c| (&**file, &**t, i, g.claim, Ok(c)))),
-                Err(e) if g.claim.contains(proto::evidence::OPEN) => {
-                    cited.push((&**file, &**t, i, g.claim, Err(e)))
+    let generation = store.ticks_generation();
+    let cited = match &store.evidence.markers {
+        Some((g, m)) if *g == generation => std::sync::Arc::clone(m),
+        _ => {
+            let mut m: Vec<Marker> = Vec::new();
+            for (file, t) in view.iter() {
+                if !t.cites_evidence() || t.status() != "live" {
+                    continue;
                 }
-                Err(_) => {}
+                for (i, g) in t.grounds().enumerate() {
+                    match citations(g.claim) {
+                        Ok(cs) => {
+                            m.extend(cs.into_iter().map(|c| (file.clone(), t.clone(), i, Ok(c))))
+                        }
+                        Err(e) if g.claim.contains(proto::evidence::OPEN) => {
+                            m.push((file.clone(), t.clone(), i, Err(e)))
+                        }
+                        Err(_) => {}
+                    }
+                }
             }
+            let m = std::sync::Arc::new(m);
+            store.evidence.markers = Some((generation, std::sync::Arc::clone(&m)));
+            m
         }
-    }
+    };
     let root = store.root().to_path_buf();
-    let good: Vec<&Citation> = cited.iter().filter_map(|x| x.4.as_ref().ok()).collect();
+    if cited.is_empty() {
+        return Ok(Vec::new());
+    }
+    let good: Vec<&Citation> = cited.iter().filter_map(|x| x.3.as_ref().ok()).collect();
     let mut states = store.evidence.states(&root, &good).into_iter();
     let mut rows = Vec::new();
-    for (file, t, i, claim, c) in &cited {
+    for (file, t, i, c) in cited.iter() {
         let (label, c, detail, since) = match c {
             Ok(c) => {
                 let Some((st, since)) = states.next() else {
@@ -267,7 +285,7 @@ pub fn drifted_rows(
             tick_id: t.id().to_string(),
             file: file.to_string(),
             decision: t.decision().to_string(),
-            claim: claim.to_string(),
+            claim: t.ground_text(*i).0.to_string(),
             ground_index: *i,
             path: c.map(|c| c.path.clone()).unwrap_or_default(),
             start: c.map_or(0, |c| c.start),
