@@ -9,7 +9,7 @@ use proto::rpc::{LedgerAppendRequest, LedgerVerifyResult, Refusal, StoreRequest}
 use crate::context::Needs;
 use crate::render::{self, Out};
 use crate::rpc;
-use crate::session::{local_write, Session};
+use crate::session::{local_read, local_write, Session};
 
 /// The most event text one `append` sends (a request is at most 1 MiB on the socket).
 const MAX_INPUT: usize = 960 * 1024;
@@ -232,7 +232,7 @@ async fn query(s: &mut Session, name: String, last: usize) -> Out {
     };
     let r = s
         .read(rpc!(req, ledger_query), || {
-            local_write(&ctx, |st| evd::verbs::ledger::query(st, &req))
+            local_read(&ctx, |st| evd::verbs::ledger::query(st, &req))
         })
         .await;
     let json = s.json;
