@@ -171,16 +171,7 @@ pub fn render(r: &EvidenceResult, out: &mut Out) -> bool {
 /// `verify --evidence`: the audit, then every citation re-hashed; exit 1 when either fails.
 /// With `--json`, one document: `{"verify": …, "evidence": …}`.
 pub async fn verify_with_evidence(s: &mut Session) -> Out {
-    let ctx = s.context(true, Needs::default());
-    let req = proto::rpc::VerifyRequest {
-        context: ctx.clone(),
-        self_test: false,
-    };
-    let audit = s
-        .read(rpc!(req, verify), || {
-            local_read(&ctx, |st| evd::verbs::verify(st, false))
-        })
-        .await;
+    let audit = crate::verbs::audit(s).await;
     let audit = match audit {
         Ok(a) => a,
         Err(e) => return render::refusal(&e, s.json),

@@ -107,17 +107,21 @@ pub async fn verify(s: &mut Session, self_test: bool) -> Out {
         // Pure computation: no store, no daemon needed.
         return render::verify(&verbs::self_test(), json);
     }
+    let r = audit(s).await;
+    s.finish(r, |v| render::verify(v, json))
+}
+
+/// The store's audit (`verify` without `--self-test`): from evd, or in-process.
+pub async fn audit(s: &mut Session) -> Result<proto::rpc::VerifyResult, Refusal> {
     let ctx = s.context(true, Needs::default());
     let req = VerifyRequest {
         context: ctx.clone(),
         self_test: false,
     };
-    let r = s
-        .read(rpc!(req, verify), || {
-            local_read(&ctx, |st| verbs::verify(st, false))
-        })
-        .await;
-    s.finish(r, |v| render::verify(v, json))
+    s.read(rpc!(req, verify), || {
+        local_read(&ctx, |st| verbs::verify(st, false))
+    })
+    .await
 }
 
 pub async fn pending(s: &mut Session, g: &Globals, source_ref: Option<String>) -> Out {

@@ -227,22 +227,22 @@ impl Cache {
     }
 }
 
-/// The rows of the current live decisions whose cited evidence does not hold now: each
-/// citation that drifted, ran out of bounds or cannot be read, and each marker that is not a
-/// citation. A user-ruled decision's row gates.
-pub fn drifted_rows(
+/// The markers of the current decisions (of the live ones with `live_only`; only those that
+/// do not hold unless `holding`), each as a row with its state now and the hash it cites: what
+/// `ev.evidence` answers, and what `check` and `ev.guards` show. The markers are read once per
+/// tick generation, and [`Cache`] hashes a file's spans again only when the file changed.
+pub fn marker_rows(
     store: &mut crate::store::Store,
-) -> Result<Vec<proto::rpc::EvidenceRow>, Refusal> {
+    live_only: bool,
+    holding: bool,
+) -> Result<Vec<(proto::rpc::EvidenceRow, String)>, Refusal> {
     let view = store.current_shared()?;
     let generation = store.ticks_generation();
     let cited = match &store.evidence.markers {
         Some((g, m)) if *g == generation => std::sync::Arc::clone(m),
         _ => {
             let mut m: Vec<Marker> = Vec::new();
-            for (file, t) in view.iter() {
-                if !t.cites_evidence() || t.status() != "live" {
-                    continue;
-                }
+            for (file, t) in view.iter().filter(|(_, t)| t.cites_evidence()) {
                 for (i, g) in t.grounds().enumerate() {
                     match citations(g.claim) {
                         Ok(cs) => {
@@ -260,27 +260,36 @@ pub fn drifted_rows(
             m
         }
     };
-    let root = store.root().to_path_buf();
-    if cited.is_empty() {
+    let chosen: Vec<&Marker> = cited
+        .iter()
+        .filter(|(_, t, ..)| !live_only || t.status() == "live")
+        .collect();
+    if chosen.is_empty() {
         return Ok(Vec::new());
     }
-    let good: Vec<&Citation> = cited.iter().filter_map(|x| x.3.as_ref().ok()).collect();
+    let root = store.root().to_path_buf();
+    let good: Vec<&Citation> = chosen.iter().filter_map(|x| x.3.as_ref().ok()).collect();
     let mut states = store.evidence.states(&root, &good).into_iter();
-    let mut rows = Vec::new();
-    for (file, t, i, c) in cited.iter() {
+    let mut rows = Vec::with_capacity(chosen.len());
+    for (file, t, i, c) in chosen {
         let (label, c, detail, since) = match c {
             Ok(c) => {
                 let Some((st, since)) = states.next() else {
                     break;
                 };
-                if st.holds() {
+                if st.holds() && !holding {
                     continue;
                 }
-                (st.label().to_string(), Some(c), st.describe(), since)
+                let detail = if st.holds() {
+                    String::new()
+                } else {
+                    st.describe()
+                };
+                (st.label().to_string(), Some(c), detail, since)
             }
             Err(e) => ("malformed".to_string(), None, e.clone(), None),
         };
-        rows.push(proto::rpc::EvidenceRow {
+        let row = proto::rpc::EvidenceRow {
             label,
             tick_id: t.id().to_string(),
             file: file.to_string(),
@@ -293,7 +302,20 @@ pub fn drifted_rows(
             detail,
             since,
             gating: t.authority() == Some(proto::vocab::USER_RULED),
-        });
+        };
+        rows.push((row, c.map(|c| c.sha256.clone()).unwrap_or_default()));
     }
     Ok(rows)
+}
+
+/// The rows of the current live decisions whose cited evidence does not hold now: each
+/// citation that drifted, ran out of bounds or cannot be read, and each marker that is not a
+/// citation. A user-ruled decision's row gates.
+pub fn drifted_rows(
+    store: &mut crate::store::Store,
+) -> Result<Vec<proto::rpc::EvidenceRow>, Refusal> {
+    Ok(marker_rows(store, true, false)?
+        .into_iter()
+        .map(|(row, _)| row)
+        .collect())
 }
