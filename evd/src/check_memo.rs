@@ -89,6 +89,9 @@ pub struct Basis {
     pub ticks: u64,
     pub receipts: u64,
     pub state: u64,
+    /// The generation of what the current decisions' cited evidence reads
+    /// ([`crate::evidence::sync`]).
+    pub evidence: u64,
 }
 
 /// What one current tick contributed to an evaluation. Shared between evaluations: a tick
@@ -390,6 +393,8 @@ pub struct Evaluation {
     pub state: u64,
     /// The receipt cache's generation this evaluation read.
     pub receipts: u64,
+    /// The evidence generation this evaluation's state files record.
+    pub evidence: u64,
     /// This store's number for this evaluation (see [`crate::store::Store::fold_verdicts_from`]).
     pub serial: u64,
     /// The tick cache's generation of the view it read (its parts are that view's live ticks,
@@ -594,6 +599,7 @@ impl Evaluation {
             state_complete,
             state_epoch: 0,
             state: 0,
+            evidence: 0,
             receipts,
             ticks: 0,
             serial: 0,
@@ -1406,6 +1412,7 @@ mod tests {
             ticks: 1,
             receipts: 1,
             state: 1,
+            evidence: 0,
         };
         let now = crate::clock::parse("2026-03-01T00:00:00Z").expect("now");
         let later = now + time::Duration::hours(1);

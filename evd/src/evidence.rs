@@ -5,6 +5,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use proto::evidence::{citations, Citation};
+
+use crate::dirwatch::{hub, DirWatch, Listener};
 use proto::rpc::Refusal;
 use proto::Tick;
 
@@ -160,12 +162,96 @@ fn file_stamp(m: &std::fs::Metadata) -> FileStamp {
 
 /// The states of a store's citations, kept per cited file while its stamp (inode, size, mtime,
 /// ctime) stays the same: a check looks at each cited file once and hashes again only what
-/// changed.
-#[derive(Debug, Default)]
+/// changed. In the daemon the cited files' directories are watched too, so that an edit is
+/// evaluated (state files, `ev.watch`, the editor) without anyone asking.
+#[derive(Default)]
 pub struct Cache {
     files: std::collections::HashMap<String, Hashed>,
     /// The current decisions' markers, read once per view (tick generation).
     markers: Option<(u64, std::sync::Arc<Vec<Marker>>)>,
+    /// Moves whenever a current live decision's evidence reads otherwise (see [`sync`]).
+    generation: u64,
+    /// Each current live citing tick: what its citations read at the last sync, and the
+    /// generation at which that last changed. `None` until the first sync.
+    said: Option<std::collections::HashMap<String, Reading>>,
+    /// Who hears of a change to a cited file (the store's actor); `None`: nothing is watched.
+    sink: Option<Sink>,
+    /// The watched directories and the cited names in each, with their handles.
+    watched: Option<(CitedDirs, Vec<DirWatch>)>,
+    /// Why the cited files are not watched, when they are not.
+    unwatched: Option<String>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("files", &self.files.len())
+            .field("generation", &self.generation)
+            .field("watched", &self.watched.as_ref().map(|w| w.1.len()))
+            .field("unwatched", &self.unwatched)
+            .finish()
+    }
+}
+
+/// What a tick's citations read at a sync, and the generation at which that last changed.
+type Reading = (std::sync::Arc<[Cited]>, u64);
+
+/// The directories of cited files, each with the cited names in it.
+type CitedDirs = std::collections::BTreeMap<std::path::PathBuf, Vec<String>>;
+
+/// Called (on the watch hub's thread) when a cited file may have changed.
+pub type Sink = std::sync::Arc<dyn Fn() + Send + Sync>;
+
+/// At most this many directories of cited files are watched per store; past that, a drift is
+/// found when someone asks (every answer still stats each cited file).
+pub const MAX_WATCHED_DIRS: usize = 256;
+
+/// One citation of a current decision as its state file records it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cited {
+    pub ground: usize,
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+    pub sha256: String,
+    /// `holds`, `drifted`, `out-of-bounds`, `unreadable` or `malformed`.
+    pub state: &'static str,
+}
+
+impl Cited {
+    /// The entry of a state file's `evidence` list.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ground": self.ground,
+            "path": self.path,
+            "span": format!("{}-{}", self.start, self.end),
+            "sha256": self.sha256,
+            "state": self.state,
+        })
+    }
+
+    /// The label a change of it is pushed with (`evidence:drifted` …).
+    pub fn label(&self) -> String {
+        format!("evidence:{}", self.state)
+    }
+
+    fn same_citation(&self, other: &Cited) -> bool {
+        self.ground == other.ground
+            && self.path == other.path
+            && self.start == other.start
+            && self.end == other.end
+            && self.sha256 == other.sha256
+    }
+}
+
+fn state_label(label: &str) -> &'static str {
+    match label {
+        "holds" => "holds",
+        "drifted" => "drifted",
+        "out-of-bounds" => "out-of-bounds",
+        "unreadable" => "unreadable",
+        _ => "malformed",
+    }
 }
 
 /// A cited file's stamp when its citations were hashed, and their states then.
@@ -318,4 +404,165 @@ pub fn drifted_rows(
         .into_iter()
         .map(|(row, _)| row)
         .collect())
+}
+
+impl Cache {
+    /// Hear of changes to cited files from now on (`None`: stop watching them).
+    pub fn set_sink(&mut self, sink: Option<Sink>) {
+        self.sink = sink;
+        self.watched = None;
+        self.unwatched = None;
+    }
+
+    /// The generation of what the current decisions' evidence reads (see [`sync`]).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether tick `id`'s evidence read otherwise after generation `since`.
+    pub fn moved_since(&self, id: &str, since: u64) -> bool {
+        self.said
+            .as_ref()
+            .and_then(|s| s.get(id))
+            .is_some_and(|(_, at)| *at > since)
+    }
+
+    /// What tick `id`'s citations read at the last sync (`None`: it cites nothing, or is not a
+    /// current live decision).
+    pub fn of(&self, id: &str) -> Option<std::sync::Arc<[Cited]>> {
+        self.said.as_ref()?.get(id).map(|(c, _)| c.clone())
+    }
+
+    /// Watch the directories of `paths` (relative to `root`), heeding only the cited names.
+    /// Whether new watches were made (a change just before them may have gone unheard).
+    fn watch(&mut self, root: &Path, paths: std::collections::BTreeSet<&str>) -> bool {
+        let Some(sink) = self.sink.clone() else {
+            return false;
+        };
+        let mut want = CitedDirs::new();
+        for p in paths {
+            let (dir, name) = match p.rsplit_once('/') {
+                Some((d, n)) => (root.join(d), n),
+                None => (root.to_path_buf(), p),
+            };
+            want.entry(dir).or_default().push(name.to_string());
+        }
+        if self.watched.as_ref().is_some_and(|(w, _)| *w == want) {
+            return false;
+        }
+        self.watched = None;
+        if want.len() > MAX_WATCHED_DIRS {
+            let why = format!(
+                "cited files span {} directories (at most {MAX_WATCHED_DIRS} are watched)",
+                want.len()
+            );
+            if self.unwatched.as_deref() != Some(why.as_str()) {
+                tracing::info!(%why, "evidence drift is found when asked, not pushed");
+            }
+            self.unwatched = Some(why);
+            return false;
+        }
+        let mut handles = Vec::with_capacity(want.len());
+        for (dir, names) in &want {
+            let names: std::collections::HashSet<String> = names.iter().cloned().collect();
+            let sink = sink.clone();
+            let listener: Listener = std::sync::Arc::new(move |c| match c {
+                crate::dirwatch::Changes::Quiet => {}
+                crate::dirwatch::Changes::Rescan => sink(),
+                crate::dirwatch::Changes::Names(n) => {
+                    if n.iter().any(|n| names.contains(n)) {
+                        sink()
+                    }
+                }
+            });
+            // A directory that is not there (a cited file removed with it) is not watched: the
+            // citation already reads unreadable, and a check looks again.
+            if let Ok(h) = hub().watch(dir, Some(listener)) {
+                handles.push(h);
+            }
+        }
+        self.unwatched = None;
+        self.watched = Some((want, handles));
+        true
+    }
+}
+
+/// Look at every citation of the current live decisions again (each cited file stat'ed, spans
+/// hashed again only where a file changed) and note which ticks' evidence reads otherwise since
+/// the last look: their state files are written again by the evaluation that follows (the
+/// generation is in its basis), and each citation whose state moved is pushed to subscribers
+/// like a verdict (`evidence:holds` → `evidence:drifted`) and journaled. The first look after a
+/// start sets the baseline and pushes nothing. Returns the generation.
+pub fn sync(store: &mut crate::store::Store) -> Result<u64, Refusal> {
+    let mut rows = marker_rows(store, true, true)?;
+    let root = store.root().to_path_buf();
+    let paths = rows
+        .iter()
+        .map(|(r, _)| r.path.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    if store.evidence.watch(&root, paths) {
+        // Watched from now on: look once more, so that an edit made while the watches were
+        // being made is not missed.
+        rows = marker_rows(store, true, true)?;
+    }
+    // Per tick: its citations, its decision and each citation's claim.
+    type Now = (Vec<Cited>, String, Vec<String>);
+    let mut now: std::collections::HashMap<String, Now> = Default::default();
+    for (r, sha256) in rows {
+        let e = now
+            .entry(r.tick_id.clone())
+            .or_insert_with(|| (Vec::new(), r.decision.clone(), Vec::new()));
+        e.2.push(r.claim);
+        e.0.push(Cited {
+            ground: r.ground_index,
+            path: r.path,
+            start: r.start,
+            end: r.end,
+            sha256,
+            state: state_label(&r.label),
+        });
+    }
+    let cache = &mut store.evidence;
+    let baseline = cache.said.is_none();
+    let said = cache.said.take().unwrap_or_default();
+    let next = cache.generation + 1;
+    let mut moved = false;
+    let mut changes = Vec::new();
+    let mut kept = std::collections::HashMap::with_capacity(now.len());
+    for (id, (cited, decision, claims)) in now {
+        let was = said.get(&id);
+        if let Some((c, at)) = was.filter(|(c, _)| **c == *cited) {
+            kept.insert(id, (c.clone(), *at));
+            continue;
+        }
+        let was = was.map(|(c, _)| c.as_ref());
+        moved = true;
+        for (c, claim) in cited.iter().zip(&claims) {
+            let old = was.and_then(|w| w.iter().find(|o| o.same_citation(c)));
+            let quiet = match old {
+                Some(o) => o.state == c.state,
+                None => c.state == "holds",
+            };
+            if !quiet && !baseline {
+                changes.push(proto::rpc::VerdictChange {
+                    tick_id: id.clone(),
+                    ground_index: c.ground,
+                    decision: decision.clone(),
+                    claim: claim.clone(),
+                    old: old.map(Cited::label),
+                    new: Some(c.label()),
+                });
+            }
+        }
+        kept.insert(id, (cited.into(), next));
+    }
+    moved |= kept.len() != said.len();
+    cache.said = Some(kept);
+    if moved {
+        cache.generation = next;
+    }
+    let generation = cache.generation;
+    store.note_evidence_changes(changes);
+    Ok(generation)
 }

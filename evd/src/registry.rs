@@ -165,6 +165,7 @@ fn actor_loop(
                     // A watched directory may have gone: watch everything again.
                     watching = None;
                     store.worktree.set_sink(None);
+                    store.evidence.set_sink(None);
                 } else if c.ref_dirs {
                     if let Some(w) = watching.as_mut() {
                         w.sync_refs();
@@ -201,6 +202,15 @@ fn actor_loop(
                     store.worktree.set_sink(Some(Arc::new(move || {
                         let _ = tx.send(Msg::Changes(Changes {
                             worktree: true,
+                            ..Changes::default()
+                        }));
+                    })));
+                    // And the files current decisions cite as evidence, watched once a look
+                    // at the evidence knows which they are.
+                    let tx = to_self.clone();
+                    store.evidence.set_sink(Some(Arc::new(move || {
+                        let _ = tx.send(Msg::Changes(Changes {
+                            evidence: true,
                             ..Changes::default()
                         }));
                     })));

@@ -1102,6 +1102,20 @@ impl Store {
         }
     }
 
+    /// Changes of what cited evidence reads (see [`crate::evidence::sync`]): pushed to the
+    /// subscribers and journaled like verdict changes.
+    pub fn note_evidence_changes(&mut self, changes: Vec<proto::rpc::VerdictChange>) {
+        for c in &changes {
+            let mut p = serde_json::Map::new();
+            p.insert("tick_id".into(), c.tick_id.clone().into());
+            p.insert("ground_index".into(), c.ground_index.into());
+            p.insert("old".into(), c.old.clone().into());
+            p.insert("new".into(), c.new.clone().into());
+            self.journal("verdict_changed", p);
+        }
+        self.unsent.extend(changes);
+    }
+
     /// Whether a full plain evaluation has set the verdict baseline.
     pub fn has_verdict_baseline(&self) -> bool {
         self.verdicts.is_some()

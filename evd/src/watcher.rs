@@ -31,6 +31,8 @@ pub struct Changes {
     pub ref_dirs: bool,
     /// A guarded file of the work tree, or git's index, changed (`dirty`).
     pub worktree: bool,
+    /// A file some current decision cites as evidence changed.
+    pub evidence: bool,
     /// Events were lost or a watched directory went away: re-evaluate everything.
     pub rescan: bool,
 }
@@ -49,6 +51,7 @@ impl Changes {
         self.git |= other.git;
         self.ref_dirs |= other.ref_dirs;
         self.worktree |= other.worktree;
+        self.evidence |= other.evidence;
         self.rescan |= other.rescan;
     }
 }

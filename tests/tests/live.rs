@@ -744,3 +744,122 @@ fn state_files_touched_while_evd_was_away_are_read_again() {
     assert!(hot_equals_cold(&w, &repo).starts_with("green\t"));
     assert_eq!(state_verdict(&repo, &id).as_deref(), Some("green"));
 }
+
+/// The `evidence` list of a tick's state file: `(path, span, state)` per citation.
+fn state_evidence(repo: &Repo, id: &str) -> Vec<(String, String, String)> {
+    let Ok(text) = std::fs::read_to_string(repo.ev_dir().join(format!("results/state/{id}.json")))
+    else {
+        return Vec::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    v["evidence"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| {
+                    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                    (s("path"), s("span"), s("state"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An edit to a file a decision cites as evidence reaches the state file and `evctl watch`
+/// with no command run (evd watches the cited files), and so does putting the bytes back;
+/// an edit elsewhere in a cited file's directory, or outside the span, moves nothing.
+#[test]
+fn an_edit_to_cited_evidence_reaches_the_state_file_and_the_watch_without_a_command() {
+    let w = World::new();
+    let (repo, _) = setup(&w);
+    let dir = repo.path().join("bench");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let original = "p50 3.1 ms\np99 4.8 ms\n";
+    std::fs::write(dir.join("p99.txt"), original).expect("write");
+    let marker = w
+        .evctl(repo.path(), &["cite", "bench/p99.txt:2"])
+        .ok()
+        .stdout;
+    let claim = format!("p99 stays under 5 ms {}", marker.trim_end());
+    let out = w
+        .evctl(
+            repo.path(),
+            &[
+                "decide",
+                "keep the queue shallow",
+                "--assume",
+                &claim,
+                "--blame",
+                "b",
+            ],
+        )
+        .ok();
+    let id = out
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("id")
+        .to_string();
+    w.evctl(repo.path(), &["check"]).ok();
+    let span = "11-22".to_string();
+    let holds = vec![(
+        "bench/p99.txt".to_string(),
+        span.clone(),
+        "holds".to_string(),
+    )];
+    assert_eq!(state_evidence(&repo, &id), holds);
+
+    let watch = Watch::start(&w, &repo);
+    // A subscriber is only told what changes after it subscribed.
+    std::thread::sleep(Duration::from_millis(300));
+    // Neighbours of the cited file, and the cited file outside its span, change nothing.
+    std::fs::write(dir.join("other.txt"), "x").expect("write");
+    std::fs::write(dir.join("p99.txt"), format!("{original}p999 9 ms\n")).expect("write");
+    // The cited line changes.
+    std::fs::write(dir.join("p99.txt"), "p50 3.1 ms\np99 5.9 ms\n").expect("write");
+    let v = watch.expect("evidence:drifted");
+    assert_eq!(v["tick_id"], id.as_str(), "{v}");
+    assert_eq!(v["old"], "evidence:holds", "{v}");
+    assert_eq!(v["ground_index"], 0, "{v}");
+    let drifted = vec![(
+        "bench/p99.txt".to_string(),
+        span.clone(),
+        "drifted".to_string(),
+    )];
+    assert!(
+        wait_until(Duration::from_secs(10), || state_evidence(&repo, &id)
+            == drifted),
+        "state file: {:?}",
+        state_evidence(&repo, &id)
+    );
+    // Put back: it holds again, pushed and written the same way.
+    std::fs::write(dir.join("p99.txt"), original).expect("write");
+    let v = watch.expect("evidence:holds");
+    assert_eq!(v["old"], "evidence:drifted", "{v}");
+    assert!(
+        wait_until(Duration::from_secs(10), || state_evidence(&repo, &id)
+            == holds),
+        "state file: {:?}",
+        state_evidence(&repo, &id)
+    );
+    // Removed: unreadable, said the same way.
+    std::fs::remove_file(dir.join("p99.txt")).expect("rm");
+    let v = watch.expect("evidence:unreadable");
+    assert_eq!(v["tick_id"], id.as_str(), "{v}");
+    drop(watch);
+    // The journal has each change, as verdict_changed events.
+    w.evctl(repo.path(), &["shutdown"]).ok();
+    let ledger =
+        std::fs::read_to_string(repo.ev_dir().join("results/ledger/events.jsonl")).expect("ledger");
+    let changes: Vec<String> = ledger
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event_type"] == "verdict_changed" && e["payload"]["tick_id"] == id.as_str())
+        .map(|e| e["payload"]["new"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        changes,
+        ["evidence:drifted", "evidence:holds", "evidence:unreadable"],
+        "{ledger}"
+    );
+}

@@ -91,6 +91,7 @@ fn state_body(
     graded: &[Graded],
     policy: &str,
     sha: Option<&str>,
+    evidence: Option<&[crate::evidence::Cited]>,
 ) -> Map<String, Value> {
     let grounds: Vec<Value> = tick
         .grounds
@@ -125,6 +126,11 @@ fn state_body(
         })
         .collect();
     let mut o = Map::new();
+    // Only a tick citing evidence has the list (upstream's files never do).
+    if let Some(cited) = evidence.filter(|c| !c.is_empty()) {
+        let list: Vec<Value> = cited.iter().map(crate::evidence::Cited::to_json).collect();
+        o.insert("evidence".into(), list.into());
+    }
     o.insert("grounds".into(), grounds.into());
     let mut r = Map::new();
     r.insert("policy".into(), policy.into());
@@ -136,9 +142,16 @@ fn state_body(
 
 /// What a state file says but the time, as a digest: the tick (content-addressed), each
 /// verdict, the reference. A state file this store wrote with the same digest needs no write.
-fn verdicts_digest(tick: &Tick, graded: &[Graded], policy: &str, sha: Option<&str>) -> u64 {
+fn verdicts_digest(
+    tick: &Tick,
+    graded: &[Graded],
+    policy: &str,
+    sha: Option<&str>,
+    evidence: Option<&[crate::evidence::Cited]>,
+) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    evidence.hash(&mut h);
     tick.id.hash(&mut h);
     tick.grounds.len().hash(&mut h);
     for g in graded {
@@ -160,8 +173,8 @@ fn write_state(
     store: &mut Store,
     tick: &Tick,
     graded: &[Graded],
-    policy: &str,
-    sha: Option<&str>,
+    (policy, sha): (&str, Option<&str>),
+    evidence: Option<&[crate::evidence::Cited]>,
     create: bool,
     digest: u64,
 ) -> bool {
@@ -177,7 +190,7 @@ fn write_state(
     if !ready || !proto::vocab::is_tick_id(id) {
         return false;
     }
-    let mut body = state_body(tick, graded, policy, sha);
+    let mut body = state_body(tick, graded, policy, sha, evidence);
     // A file this store has no record of (a fresh daemon, or written by someone else) that
     // already says exactly this keeps its bytes and its `computed_at`: reading is cheaper than
     // rewriting, and the verdict did not change.
@@ -292,6 +305,7 @@ fn basis(
     let head = git_head(&mut store.git, &root);
     let guarded = store.guarded_paths()?;
     let uncommitted = store.uncommitted_and_ranges(head.as_deref(), &guarded);
+    let evidence = crate::evidence::sync(store)?;
     Ok(Basis {
         offline,
         attest,
@@ -304,6 +318,7 @@ fn basis(
         ticks: store.ticks_generation(),
         receipts: store.receipts.generation(),
         state,
+        evidence,
     })
 }
 
@@ -610,6 +625,7 @@ fn evaluate(
     };
     // Every state file is as the prior left it (it wrote or found them all, and neither this
     // store nor anyone else wrote one since): no part needs to look at its own.
+    let evidence_then = prior.map_or(0, |p| p.evidence);
     let state_as_left = prior.is_some_and(|p| {
         p.state_complete && p.state_epoch == store.state_epoch && p.state == basis.state
     });
@@ -631,6 +647,8 @@ fn evaluate(
                     && (state_as_left
                         || store.state_written.get(packed.id()) == Some(&p.state_digest))
                     && (!head_moved || git.same_triggers(p))
+                    // Its cited evidence reads as it did.
+                    && !store.evidence.moved_since(packed.id(), evidence_then)
             });
             (file, packed, kept)
         })
@@ -666,8 +684,10 @@ fn evaluate(
         let tick = Arc::new(packed.tick());
         let (mut part, graded) = evaluate_tick(store, file, packed, &tick, &inputs, &mut git);
         let (policy, sha) = (&basis.policy, basis.reference.as_deref());
-        let digest = verdicts_digest(&tick, &graded, policy, sha);
-        let written = write_state(store, &tick, &graded, policy, sha, create, digest);
+        let cited = store.evidence.of(&tick.id);
+        let cited = cited.as_deref();
+        let digest = verdicts_digest(&tick, &graded, policy, sha, cited);
+        let written = write_state(store, &tick, &graded, (policy, sha), cited, create, digest);
         complete &= written;
         part.state_digest = digest;
         parts.push(Arc::new(part));
@@ -714,6 +734,7 @@ fn evaluate(
     }
     e.state_epoch = store.state_epoch;
     e.state = basis.state;
+    e.evidence = basis.evidence;
     e.ticks = generation;
     Ok(e)
 }
