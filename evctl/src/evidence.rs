@@ -62,7 +62,8 @@ fn line_span(bytes: &[u8], first: u64, last: u64) -> Result<(u64, u64), String> 
     Ok((start, end))
 }
 
-fn cite_marker(s: &Session, a: &CiteArgs) -> Result<Citation, Refusal> {
+/// The citation of `a`'s bytes as they are now (what `evctl cite` prints).
+pub fn cite_marker(s: &Session, a: &CiteArgs) -> Result<Citation, Refusal> {
     let refuse = |e: String| Refusal::refused("cite", e);
     let (given, lines) = match &a.bytes {
         Some(_) => (a.target.as_str(), None),

@@ -375,6 +375,8 @@ pub fn marker_rows(
             }
             Err(e) => ("malformed".to_string(), None, e.clone(), None),
         };
+        // Evidence that holds never gates; a user-ruled decision's that does not, does.
+        let gating = label != "holds" && t.authority() == Some(proto::vocab::USER_RULED);
         let row = proto::rpc::EvidenceRow {
             label,
             tick_id: t.id().to_string(),
@@ -387,7 +389,7 @@ pub fn marker_rows(
             end: c.map_or(0, |c| c.end),
             detail,
             since,
-            gating: t.authority() == Some(proto::vocab::USER_RULED),
+            gating,
         };
         rows.push((row, c.map(|c| c.sha256.clone()).unwrap_or_default()));
     }

@@ -1363,7 +1363,8 @@ pub struct CitedEvidence {
 /// of its own, and gates like a red when it is user-ruled.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EvidenceRow {
-    /// `drifted`, `out-of-bounds`, `unreadable` or `malformed`.
+    /// `drifted`, `out-of-bounds`, `unreadable` or `malformed` (`holds` where holding ones are
+    /// asked for).
     pub label: String,
     pub tick_id: String,
     pub file: String,
@@ -1739,6 +1740,10 @@ pub struct GuardsRequest {
     /// verdicts moved asks for just those. At most as many as `paths`.
     #[serde(default)]
     pub ticks: Option<Vec<String>>,
+    /// Answer every citation of the current live decisions in `evidence`, the ones that hold
+    /// too (an editor shows each at its span); otherwise only those that do not hold.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_evidence: bool,
 }
 
 /// How many of a store's gating verdicts [`GuardsResult::gating_rows`] carries at most.
@@ -1819,7 +1824,8 @@ pub struct GuardsResult {
     pub gating_rows: Vec<CheckRow>,
     #[serde(default)]
     pub warnings: Vec<Warning>,
-    /// Current decisions whose cited evidence no longer holds (as `check` reads them).
+    /// Current decisions whose cited evidence no longer holds (as `check` reads them); with
+    /// [`GuardsRequest::all_evidence`], every citation, labelled `holds` where it does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<EvidenceRow>,
 }

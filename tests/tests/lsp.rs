@@ -78,7 +78,13 @@ fn start(w: &World, repo: &Repo, env: &[(&str, &str)]) -> LspClient {
     let commands = &init["result"]["capabilities"]["executeCommandProvider"]["commands"];
     assert_eq!(
         commands,
-        &json!(["ev.check", "ev.checkRun", "ev.verify", "ev.decide"]),
+        &json!([
+            "ev.check",
+            "ev.checkRun",
+            "ev.verify",
+            "ev.decide",
+            "ev.cite"
+        ]),
         "{init}"
     );
     c
@@ -206,12 +212,23 @@ fn diagnostics_hover_actions_and_commands_through_the_daemon() {
             WAIT,
         )
         .expect("actions");
+    // The cursor's line can be cited first, then a decision recorded about the file.
+    let readme_text = std::fs::read(repo.path().join("README")).expect("README");
+    let line_end = readme_text
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(readme_text.len(), |i| i + 1);
     assert_eq!(
         actions["result"][0]["title"],
+        format!("ev: cite bytes 0-{line_end} of README as evidence").as_str(),
+        "{actions}"
+    );
+    assert_eq!(
+        actions["result"][1]["title"],
         "ev: record a decision about README…"
     );
     assert_eq!(
-        actions["result"][0]["arguments"][0]["triggered_by"],
+        actions["result"][1]["arguments"][0]["triggered_by"],
         json!(["README"])
     );
 

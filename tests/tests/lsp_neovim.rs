@@ -275,3 +275,214 @@ fn neovim_shows_live_verdicts_and_runs_the_commands() {
         ]
     );
 }
+
+const EVIDENCE_SCRIPT: &str = r#"
+local out = {}
+local function save(path)
+  vim.fn.writefile({vim.fn.json_encode(out)}, path)
+end
+local function evidence(bufnr)
+  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+    if d.message:find('evidence of decision', 1, true) then return d end
+  end
+  return nil
+end
+local function said(d)
+  if d == nil then return vim.NIL end
+  return {severity = d.severity, message = d.message, lnum = d.lnum, col = d.col,
+          end_lnum = d.end_lnum, end_col = d.end_col}
+end
+local ok, err = pcall(function()
+  out.shown = {}
+  local id = vim.lsp.start_client({
+    name = 'ev',
+    cmd = {EVCTL, 'lsp'},
+    root_dir = REPO,
+    handlers = {
+      ['window/showMessage'] = function(_, result)
+        table.insert(out.shown, result.message)
+      end,
+    },
+  })
+  assert(id, 'the client did not start')
+  vim.cmd('edit ' .. vim.fn.fnameescape(REPO .. '/bench/p99.txt'))
+  local bufnr = vim.api.nvim_get_current_buf()
+  vim.lsp.buf_attach_client(bufnr, id)
+  -- 1. The citation shows at its span, holding.
+  vim.wait(20000, function()
+    local d = evidence(bufnr)
+    return d ~= nil and d.severity == vim.diagnostic.severity.HINT
+  end, 10)
+  out.holds = said(evidence(bufnr))
+  save(PHASE1)
+  -- 2. Another process edits the cited line: it drifts, with no request from the editor.
+  out.turned = vim.wait(60000, function()
+    local d = evidence(bufnr)
+    return d ~= nil and d.severity == vim.diagnostic.severity.ERROR
+  end, 5)
+  out.drifted = said(evidence(bufnr))
+  local client = vim.lsp.get_client_by_id(id)
+  -- 3. Cite the cursor's line, then a selection, through the code action's command.
+  local function cite(range)
+    local r = client.request_sync('textDocument/codeAction', {
+      textDocument = {uri = vim.uri_from_bufnr(bufnr)},
+      range = range,
+      context = {diagnostics = {}},
+    }, 20000, bufnr)
+    for _, a in ipairs(r and r.result or {}) do
+      if a.command == 'ev.cite' then
+        local x = client.request_sync('workspace/executeCommand',
+          {command = a.command, arguments = a.arguments}, 20000, bufnr)
+        return {title = a.title, result = x and x.result or vim.NIL, err = x and x.err or vim.NIL}
+      end
+    end
+    return vim.NIL
+  end
+  out.line = cite({start = {line = 0, character = 2}, ['end'] = {line = 0, character = 2}})
+  out.selection = cite({start = {line = 1, character = 4}, ['end'] = {line = 1, character = 7}})
+  vim.wait(2000, function() return #out.shown >= 2 end, 10)
+end)
+if not ok then out.error = tostring(err) end
+save(RESULT)
+vim.cmd('qa!')
+"#;
+
+/// Neovim shows each citation of a current decision at its span (a hint while it holds, an error
+/// once a user-ruled decision's evidence drifts, with no request from the editor), and "cite …
+/// as evidence" gives the same marker `evctl cite` does.
+#[test]
+fn neovim_shows_evidence_at_its_span_and_cites_the_selection() {
+    let nvim = nvim();
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    std::fs::create_dir_all(p.join("bench")).expect("mkdir");
+    std::fs::write(p.join("bench/p99.txt"), "p50 3.1 ms\np99 4.8 ms\n").expect("write");
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "bench"]);
+    w.evctl(p, &["init"]).ok();
+    let marker = w.evctl(p, &["cite", "bench/p99.txt:2"]).ok().stdout;
+    let claim = format!("p99 stays under 5 ms {}", marker.trim_end());
+    let id = w
+        .evctl(
+            p,
+            &[
+                "decide",
+                "keep the queue shallow",
+                "--assume",
+                &claim,
+                "--authority",
+                "user-ruled",
+                "--blame",
+                "Wang Yu",
+            ],
+        )
+        .ok()
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("id")
+        .to_string();
+    w.evctl(p, &["check"]).ok();
+    // The edit another process makes while the editor looks: the cited line's digits change.
+    let edited = "p50 3.1 ms\np99 5.9 ms\n";
+
+    let work = tempfile::tempdir().expect("tempdir");
+    let phase1 = work.path().join("phase1.json");
+    let result = work.path().join("result.json");
+    let script = work.path().join("script.lua");
+    let head = format!(
+        "local EVCTL = {}\nlocal REPO = {}\nlocal PHASE1 = {}\nlocal RESULT = {}\n",
+        lua_str(&bin("evctl").display().to_string()),
+        lua_str(&p.display().to_string()),
+        lua_str(&phase1.display().to_string()),
+        lua_str(&result.display().to_string()),
+    );
+    std::fs::write(&script, head + EVIDENCE_SCRIPT).expect("write script");
+    let mut child = w
+        .command(&nvim)
+        .current_dir(p)
+        .args(["--headless", "--clean", "-n", "-i", "NONE", "-c"])
+        .arg(format!("luafile {}", script.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nvim");
+    let limit = Instant::now() + Duration::from_secs(150);
+    let waited = wait_until(Duration::from_secs(60), || phase1.exists());
+    if waited {
+        std::fs::write(p.join("bench/p99.txt"), edited).expect("edit");
+    }
+    while Instant::now() < limit && !matches!(child.try_wait(), Ok(Some(_))) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !matches!(child.try_wait(), Ok(Some(_))) {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("nvim output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(waited, "nvim never saw the citation; stderr:\n{stderr}");
+    let text = std::fs::read_to_string(&result)
+        .unwrap_or_else(|e| panic!("nvim wrote no result ({e}); stderr:\n{stderr}"));
+    let v: Value = serde_json::from_str(&text).expect("result is JSON");
+    assert!(v.get("error").is_none(), "the script failed: {v}");
+
+    // 1. At the cited span (line 2 of the file: 0-based line 1, through the newline), holding.
+    let holds = &v["holds"];
+    assert_eq!(holds["severity"], 4, "{v}");
+    assert_eq!(
+        (
+            &holds["lnum"],
+            &holds["col"],
+            &holds["end_lnum"],
+            &holds["end_col"]
+        ),
+        (
+            &Value::from(1),
+            &Value::from(0),
+            &Value::from(2),
+            &Value::from(0)
+        ),
+        "{v}"
+    );
+    let msg = holds["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with(&format!(
+            "evidence of decision {id} \"keep the queue shallow\" — ground 0: holds"
+        )),
+        "{msg}"
+    );
+    // 2. Drifted after the outside edit; user-ruled, so an error.
+    assert_eq!(v["turned"], true, "{v}");
+    let drifted = v["drifted"]["message"].as_str().unwrap_or_default();
+    assert!(
+        drifted.contains("ground 0: drifted (gating) — bytes 11-22: its bytes changed"),
+        "{v}"
+    );
+    // 3. The cursor's line and a selection, cited as `evctl cite` would.
+    let cli = |args: &[&str]| w.evctl(p, args).ok().stdout.trim_end().to_string();
+    assert_eq!(
+        v["line"]["title"], "ev: cite bytes 0-11 of bench/p99.txt as evidence",
+        "{v}"
+    );
+    assert_eq!(
+        v["line"]["result"]["marker"],
+        cli(&["cite", "bench/p99.txt:1"]).as_str(),
+        "{v}"
+    );
+    assert_eq!(
+        v["selection"]["result"]["marker"],
+        cli(&["cite", "bench/p99.txt", "--bytes", "15-18"]).as_str(),
+        "{v}"
+    );
+    let shown: Vec<&str> = v["shown"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(
+        shown
+            .iter()
+            .any(|m| m.starts_with("ev cite: [evidence:bench/p99.txt:0-11:")),
+        "{shown:?}"
+    );
+}

@@ -11,6 +11,10 @@
 //!   its flags). `{"triggered_by": [...]}` without `args` opens a draft instead: a small text file
 //!   the editor shows, prefilled with `--triggered-by`; saving it with a decision written in
 //!   records the decision (a language server cannot prompt for text).
+//! - `ev.cite` `{"path", "start", "end"}`: `evctl cite PATH --bytes START-END`: the evidence
+//!   marker for those bytes of the file as saved, shown and returned as `{"marker"}`, to put in a
+//!   ground's text. The code action "cite … as evidence" offers it for the selection (or the
+//!   cursor's line).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -31,7 +35,8 @@ pub const CHECK: &str = "ev.check";
 pub const CHECK_RUN: &str = "ev.checkRun";
 pub const VERIFY: &str = "ev.verify";
 pub const DECIDE: &str = "ev.decide";
-pub const ALL: [&str; 4] = [CHECK, CHECK_RUN, VERIFY, DECIDE];
+pub const CITE: &str = "ev.cite";
+pub const ALL: [&str; 5] = [CHECK, CHECK_RUN, VERIFY, DECIDE, CITE];
 
 /// Lenses and actions name at most this many decisions of one file.
 const MAX_OFFERED: usize = 10;
@@ -102,14 +107,27 @@ pub fn lenses(guards: &GuardsResult, rel: &str) -> Vec<CodeLens> {
     out
 }
 
-/// The code actions of any file in the store: record a decision about it, run the tests of the
-/// decisions guarding it, check, verify.
-pub fn actions(guards: Option<&GuardsResult>, rel: &str) -> Vec<CodeActionOrCommand> {
-    let mut out = vec![CodeActionOrCommand::Command(command(
+/// The code actions of any file in the store: cite the selected bytes (`span`, when there is
+/// something to cite) as evidence, record a decision about it, run the tests of the decisions
+/// guarding it, check, verify.
+pub fn actions(
+    guards: Option<&GuardsResult>,
+    rel: &str,
+    span: Option<(u64, u64)>,
+) -> Vec<CodeActionOrCommand> {
+    let mut out = Vec::new();
+    if let Some((start, end)) = span {
+        out.push(CodeActionOrCommand::Command(command(
+            format!("ev: cite bytes {start}-{end} of {rel} as evidence"),
+            CITE,
+            json!({"path": rel, "start": start, "end": end}),
+        )));
+    }
+    out.push(CodeActionOrCommand::Command(command(
         format!("ev: record a decision about {rel}…"),
         DECIDE,
         json!({"triggered_by": [rel]}),
-    ))];
+    )));
     if let Some(g) = guards {
         for d in g
             .decisions
@@ -265,6 +283,17 @@ impl Runner {
                 self.check(Some((tick, platform))).await
             }
             VERIFY => self.verify().await,
+            CITE => {
+                let path = str_arg(&job.arg, "path")?
+                    .ok_or_else(|| invalid("path is required (store-relative)"))?;
+                let offset = |key: &str| {
+                    job.arg
+                        .get(key)
+                        .and_then(Value::as_u64)
+                        .ok_or_else(|| invalid(format!("{key} must be a byte offset")))
+                };
+                self.cite(path, offset("start")?, offset("end")?)
+            }
             DECIDE => match strings_arg(&job.arg, "args")? {
                 Some(args) => self.decide(args).await,
                 None => {
@@ -409,6 +438,31 @@ impl Runner {
             format!("ev decide: {said}"),
         );
         Ok(json!({"ok": ok, "code": out.code, "stdout": stdout, "stderr": stderr}))
+    }
+
+    /// `evctl cite PATH --bytes START-END`, from the store's root.
+    fn cite(&mut self, path: String, start: u64, end: u64) -> Result<Value, Failed> {
+        let s = self.session();
+        let args = crate::evidence::CiteArgs {
+            target: path,
+            bytes: Some(format!("{start}-{end}")),
+        };
+        match crate::evidence::cite_marker(&s, &args) {
+            Ok(c) => {
+                let marker = c.marker();
+                self.show(
+                    MessageType::INFO,
+                    format!("ev cite: {marker} — put it in a ground's text to cite these bytes"),
+                );
+                Ok(
+                    json!({"marker": marker, "path": c.path, "start": c.start, "end": c.end, "sha256": c.sha256}),
+                )
+            }
+            Err(r) => {
+                self.show(MessageType::ERROR, format!("ev cite: {}", r.message));
+                Err(failed(r))
+            }
+        }
     }
 
     fn draft(&mut self, about: Vec<String>) -> Result<Value, Failed> {
@@ -680,7 +734,7 @@ mod tests {
         assert_eq!(run.arguments, Some(vec![json!({"tick": "aaaaaaaaaaaa"})]));
         assert!(lenses(&r, "README").is_empty());
 
-        let a = actions(Some(&r), "db/schema.sql");
+        let a = actions(Some(&r), "db/schema.sql", None);
         let CodeActionOrCommand::Command(first) = &a[0] else {
             panic!("a command")
         };
@@ -690,6 +744,18 @@ mod tests {
             Some(vec![json!({"triggered_by": ["db/schema.sql"]})])
         );
         assert_eq!(a.len(), 4);
-        assert_eq!(actions(None, "README").len(), 3);
+        assert_eq!(actions(None, "README", None).len(), 3);
+        // With bytes to cite, citing them comes first.
+        let a = actions(None, "README", Some((11, 22)));
+        let CodeActionOrCommand::Command(cite) = &a[0] else {
+            panic!("a command")
+        };
+        assert_eq!(cite.title, "ev: cite bytes 11-22 of README as evidence");
+        assert_eq!(cite.command, CITE);
+        assert_eq!(
+            cite.arguments,
+            Some(vec![json!({"path": "README", "start": 11, "end": 22})])
+        );
+        assert_eq!(a.len(), 4);
     }
 }

@@ -124,6 +124,141 @@ pub fn literal_paths(guards: &GuardsResult) -> BTreeSet<String> {
         .collect()
 }
 
+// ---------------------------------------------------------------------------------------------
+// Evidence: each citation of a current decision, at its span
+
+/// The position of byte `offset` of `text` (lines by `\n`, columns in UTF-16 units, the
+/// protocol's default); an offset past the end is the end.
+pub fn position_of(text: &[u8], offset: u64) -> Position {
+    let offset = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(text.len());
+    let before = &text[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count();
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[start..])
+        .encode_utf16()
+        .count();
+    Position::new(
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(column).unwrap_or(u32::MAX),
+    )
+}
+
+/// The byte offset of `p` in `text` (the inverse of [`position_of`]): a column past its line's
+/// end is the line's end, a line past the last is the end of the text. A line that is not
+/// UTF-8 counts one unit a byte.
+pub fn offset_of(text: &[u8], p: Position) -> u64 {
+    let mut start = 0usize;
+    for _ in 0..p.line {
+        match text[start..].iter().position(|&b| b == b'\n') {
+            Some(i) => start += i + 1,
+            None => return text.len() as u64,
+        }
+    }
+    let end = text[start..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(text.len(), |i| start + i);
+    let want = p.character as usize;
+    let at = match std::str::from_utf8(&text[start..end]) {
+        Ok(line) => {
+            let mut units = 0usize;
+            line.char_indices()
+                .find_map(|(i, c)| {
+                    let here = (units >= want).then_some(i);
+                    units += c.len_utf16();
+                    here
+                })
+                .unwrap_or(line.len())
+        }
+        Err(_) => want.min(end - start),
+    };
+    (start + at) as u64
+}
+
+/// The byte span of a selection in `text`: the selected bytes, or the whole line(s) it is on
+/// when nothing is selected (a line's newline included). `None` when that is empty.
+pub fn selection_span(text: &[u8], r: Range) -> Option<(u64, u64)> {
+    let (a, b) = (offset_of(text, r.start), offset_of(text, r.end));
+    let (a, b) = (a.min(b), a.max(b));
+    if a < b {
+        return Some((a, b));
+    }
+    let a = offset_of(text, Position::new(r.start.line, 0));
+    let b = offset_of(text, Position::new(r.start.line.saturating_add(1), 0));
+    (a < b).then_some((a, b))
+}
+
+/// Every path a current decision cites as evidence.
+pub fn cited_paths(guards: &GuardsResult) -> BTreeSet<String> {
+    guards
+        .evidence
+        .iter()
+        .filter(|e| !e.path.is_empty())
+        .map(|e| e.path.clone())
+        .collect()
+}
+
+/// The diagnostics of the citations of the file at `rel`, one at each cited span (`text`: the
+/// file's bytes as saved, to place them; without it, on the first line): a hint where the
+/// evidence holds; where it does not, a warning, an error when the decision is user-ruled
+/// (its drift gates like a red).
+pub fn for_evidence(guards: &GuardsResult, rel: &str, text: Option<&[u8]>) -> Vec<Diagnostic> {
+    guards
+        .evidence
+        .iter()
+        .filter(|e| e.path == rel)
+        .map(|e| {
+            let range = match text {
+                Some(t) => Range::new(position_of(t, e.start), position_of(t, e.end)),
+                None => Range::new(Position::new(0, 0), Position::new(1, 0)),
+            };
+            let (severity, state) = match e.label.as_str() {
+                "holds" => (
+                    DiagnosticSeverity::HINT,
+                    format!("holds (bytes {}-{} hash as cited)", e.start, e.end),
+                ),
+                label => (
+                    if e.gating {
+                        DiagnosticSeverity::ERROR
+                    } else {
+                        DiagnosticSeverity::WARNING
+                    },
+                    format!(
+                        "{label}{} — bytes {}-{}: {}",
+                        if e.gating { " (gating)" } else { "" },
+                        e.start,
+                        e.end,
+                        e.detail
+                    ),
+                ),
+            };
+            Diagnostic {
+                range,
+                severity: Some(severity),
+                code: Some(NumberOrString::String(e.tick_id.clone())),
+                source: Some(SOURCE.to_string()),
+                message: format!(
+                    "evidence of decision {} {} — ground {}: {state}",
+                    e.tick_id,
+                    proto::json::q(&e.decision),
+                    e.ground_index,
+                ),
+                data: Some(serde_json::json!({
+                    "tick": e.tick_id,
+                    "ground": e.ground_index,
+                    "evidence": {"start": e.start, "end": e.end, "state": e.label},
+                })),
+                ..Diagnostic::default()
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 pub mod tests {
     use super::*;
@@ -326,5 +461,87 @@ pub mod tests {
         )]);
         let got: Vec<String> = literal_paths(&r).into_iter().collect();
         assert_eq!(got, vec!["a".to_string(), "b.txt".to_string()]);
+    }
+
+    fn cited(label: &str, gating: bool, start: u64, end: u64) -> proto::rpc::EvidenceRow {
+        proto::rpc::EvidenceRow {
+            label: label.into(),
+            tick_id: "aaaaaaaaaaaa".into(),
+            file: "aaaaaaaaaaaa".into(),
+            decision: "keep the queue shallow".into(),
+            claim: "p99 stays low [evidence:…]".into(),
+            ground_index: 1,
+            path: "bench/p99.txt".into(),
+            start,
+            end,
+            detail: if label == "holds" {
+                String::new()
+            } else {
+                "its bytes changed (they hash to 0123456789ab now)".into()
+            },
+            since: None,
+            gating,
+        }
+    }
+
+    #[test]
+    fn positions_and_offsets_count_lines_and_utf16_units() {
+        let t = "a\nxé𝄞z\n\nlast".as_bytes();
+        assert_eq!(position_of(t, 0), Position::new(0, 0));
+        assert_eq!(position_of(t, 2), Position::new(1, 0));
+        // é is 2 bytes, 1 unit; 𝄞 is 4 bytes, 2 units.
+        assert_eq!(position_of(t, 5), Position::new(1, 2));
+        assert_eq!(position_of(t, 9), Position::new(1, 4));
+        assert_eq!(position_of(t, 999), Position::new(3, 4));
+        for off in [0, 2, 3, 5, 9, 10, 11, 12, 16] {
+            assert_eq!(offset_of(t, position_of(t, off)), off, "{off}");
+        }
+        assert_eq!(
+            offset_of(t, Position::new(1, 99)),
+            10,
+            "past the line's end"
+        );
+        assert_eq!(offset_of(t, Position::new(9, 0)), t.len() as u64);
+        // Nothing selected: the line; a selection: its bytes, either way round.
+        let r = |a: (u32, u32), b: (u32, u32)| {
+            Range::new(Position::new(a.0, a.1), Position::new(b.0, b.1))
+        };
+        assert_eq!(selection_span(t, r((1, 1), (1, 1))), Some((2, 11)));
+        assert_eq!(selection_span(t, r((1, 4), (1, 1))), Some((3, 9)));
+        assert_eq!(selection_span(t, r((3, 0), (3, 0))), Some((12, 16)));
+        assert_eq!(selection_span(t, r((2, 0), (2, 0))), Some((11, 12)));
+        assert_eq!(selection_span(b"", r((0, 0), (0, 0))), None);
+    }
+
+    #[test]
+    fn each_citation_shows_at_its_span_by_its_state() {
+        let mut r = answer(vec![]);
+        r.evidence = vec![
+            cited("holds", false, 11, 22),
+            cited("drifted", false, 0, 3),
+            cited("drifted", true, 0, 3),
+        ];
+        let text = b"p50 3.1 ms\np99 4.8 ms\n";
+        let d = for_evidence(&r, "bench/p99.txt", Some(text));
+        assert_eq!(d.len(), 3);
+        assert_eq!(d[0].severity, Some(DiagnosticSeverity::HINT));
+        assert_eq!(
+            d[0].range,
+            Range::new(Position::new(1, 0), Position::new(2, 0))
+        );
+        assert_eq!(
+            d[0].message,
+            "evidence of decision aaaaaaaaaaaa \"keep the queue shallow\" — ground 1: holds \
+             (bytes 11-22 hash as cited)"
+        );
+        assert_eq!(d[1].severity, Some(DiagnosticSeverity::WARNING));
+        assert!(d[1].message.ends_with(
+            "ground 1: drifted — bytes 0-3: its bytes changed (they hash to 0123456789ab now)"
+        ));
+        assert_eq!(d[2].severity, Some(DiagnosticSeverity::ERROR));
+        assert!(d[2].message.contains("drifted (gating)"));
+        assert!(for_evidence(&r, "other.txt", Some(text)).is_empty());
+        let got: Vec<String> = cited_paths(&r).into_iter().collect();
+        assert_eq!(got, vec!["bench/p99.txt".to_string()]);
     }
 }

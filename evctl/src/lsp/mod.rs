@@ -8,9 +8,11 @@
 //! line). Everything the editor sees comes from the last `ev.guards` answer:
 //!
 //! - diagnostics on every file a current decision's trigger names literally, and on any opened
-//!   file a directory or glob trigger covers (`diagnostics`);
+//!   file a directory or glob trigger covers; one at each span a current decision cites as
+//!   evidence, by whether it still holds (`diagnostics`);
 //! - a hover listing the decisions that guard the file (`hover`);
-//! - code lenses and code actions offering the commands (`commands`).
+//! - code lenses and code actions offering the commands, "cite the selection as evidence" among
+//!   them (`commands`).
 
 mod commands;
 mod diagnostics;
@@ -44,6 +46,9 @@ const MAX_OPEN: usize = 1_000;
 const MAX_FILES: usize = 10_000;
 /// Commands waiting to run, at most.
 const MAX_QUEUED: usize = 16;
+/// How much of a file is read to place its citations or cite a selection (a citation covers at
+/// most evd's limit, and starts before it).
+const CITE_READ: u64 = 4 * evd::evidence::MAX_SPAN;
 /// How long a test run from the editor may take, unless `initializationOptions` say otherwise.
 const TEST_LIMIT: Duration = Duration::from_secs(600);
 
@@ -355,7 +360,12 @@ impl Server {
             }),
             "textDocument/codeAction" => {
                 params::<CodeActionParams>(r.params).map(|p| match self.rel(&p.text_document.uri) {
-                    Some(rel) => json!(commands::actions(self.guards.as_deref(), &rel)),
+                    Some(rel) => {
+                        // The bytes as saved: the server keeps no document text.
+                        let span = saved(&self.root.join(&rel), CITE_READ)
+                            .and_then(|t| diagnostics::selection_span(&t, p.range));
+                        json!(commands::actions(self.guards.as_deref(), &rel, span))
+                    }
                     None => Value::Null,
                 })
             }
@@ -567,7 +577,11 @@ impl Server {
         let now = evd::clock::now();
         let mut files: Vec<(Url, String)> = Vec::new();
         let mut seen: HashSet<Url> = HashSet::new();
-        for rel in diagnostics::literal_paths(&g) {
+        let cited = diagnostics::cited_paths(&g);
+        for rel in diagnostics::literal_paths(&g)
+            .into_iter()
+            .chain(cited.iter().cloned())
+        {
             let abs = self.root.join(&rel);
             if !abs.is_file() {
                 continue;
@@ -603,7 +617,11 @@ impl Server {
         }
         let mut next: HashMap<Url, Vec<Diagnostic>> = HashMap::new();
         for (uri, rel) in files {
-            let d = diagnostics::for_path(&g, &rel, now);
+            let mut d = diagnostics::for_path(&g, &rel, now);
+            if cited.contains(&rel) {
+                let text = saved(&self.root.join(&rel), CITE_READ);
+                d.extend(diagnostics::for_evidence(&g, &rel, text.as_deref()));
+            }
             if !d.is_empty() {
                 next.insert(uri, d);
             }
@@ -624,6 +642,21 @@ impl Server {
         }
         self.published = next;
     }
+}
+
+/// The first `limit` bytes of the regular file at `path` (never through a link).
+fn saved(path: &Path, limit: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    if !std::fs::symlink_metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(limit)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(bytes)
 }
 
 /// A request's params, or why they do not fit.

@@ -131,9 +131,22 @@ impl Watcher {
         }
     }
 
+    /// The files the last answer's decisions cite as evidence.
+    fn cited(&self) -> Vec<String> {
+        self.last
+            .as_deref()
+            .map(|g| super::diagnostics::cited_paths(g).into_iter().collect())
+            .unwrap_or_default()
+    }
+
     /// Ask `ev.guards` and hand the answer over. `false`: nobody listens any more.
     async fn refresh(&mut self, s: &mut Session) -> bool {
-        let r = verbs::guards_of(s, None).await.map(Arc::new);
+        let req = GuardsRequest {
+            context: verbs::verdict_context(s, false),
+            all_evidence: true,
+            ..Default::default()
+        };
+        let r = verbs::ask_guards(s, req).await.map(Arc::new);
         self.last = r.as_ref().ok().map(Arc::clone);
         self.events
             .send(Event::Guards(r.map_err(|e| e.message)))
@@ -154,6 +167,7 @@ impl Watcher {
         let req = GuardsRequest {
             context: verbs::verdict_context(s, false),
             ticks: Some(moved.iter().cloned().collect()),
+            all_evidence: true,
             ..Default::default()
         };
         let r = verbs::ask_guards(s, req)
@@ -241,7 +255,7 @@ impl Watcher {
         poll: bool,
     ) -> End {
         let mut last = Instant::now();
-        let mut stamp = fingerprint(&self.root);
+        let mut stamp = fingerprint(&self.root, self.cited());
         loop {
             let tick = if poll { POLL } else { PUSHED_FULL };
             let mut lost: Option<String> = None;
@@ -277,7 +291,7 @@ impl Watcher {
                     moved = None;
                 }
                 () = tokio::time::sleep(tick) => {
-                    let now = fingerprint(&self.root);
+                    let now = fingerprint(&self.root, self.cited());
                     let due = if poll { last.elapsed() >= POLL_FULL } else { last.elapsed() >= PUSHED_FULL };
                     if now == stamp && !due {
                         continue;
@@ -316,7 +330,7 @@ impl Watcher {
     /// `wait`, then every second).
     async fn polled(&mut self, s: &mut Session, wait: Duration) -> End {
         let mut last = Instant::now();
-        let mut stamp = fingerprint(&self.root);
+        let mut stamp = fingerprint(&self.root, self.cited());
         let next_look = Instant::now() + wait;
         loop {
             tokio::select! {
@@ -329,7 +343,7 @@ impl Watcher {
                     if !forced_local() && Instant::now() >= next_look && daemon_running() {
                         return End::Retry;
                     }
-                    let now = fingerprint(&self.root);
+                    let now = fingerprint(&self.root, self.cited());
                     if now == stamp && last.elapsed() < POLL_FULL {
                         continue;
                     }
@@ -373,8 +387,9 @@ async fn degraded(s: &mut Session, root: &Path) -> Option<String> {
 /// Receipts files looked at, at most, in one stamp.
 const MAX_STAMPED: usize = 100_000;
 
-/// A cheap stamp of what a verdict depends on: it changes when any of those files does.
-pub fn fingerprint(root: &Path) -> u64 {
+/// A cheap stamp of what a verdict depends on: it changes when any of those files does, or any
+/// file of `cited` (store-relative: the evidence current decisions cite).
+pub fn fingerprint(root: &Path, cited: Vec<String>) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let mut h = DefaultHasher::new();
     let mut add = |p: &Path| match std::fs::symlink_metadata(p) {
@@ -397,6 +412,9 @@ pub fn fingerprint(root: &Path) -> u64 {
         for p in &names {
             add(p);
         }
+    }
+    for c in &cited {
+        add(&root.join(c));
     }
     let git = root.join(".git");
     for f in ["", "HEAD", "packed-refs"] {

@@ -169,7 +169,10 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     } else {
         Vec::new()
     };
-    let evidence = crate::evidence::drifted_rows(store)?;
+    let evidence = crate::evidence::marker_rows(store, true, req.all_evidence)?
+        .into_iter()
+        .map(|(row, _)| row)
+        .collect::<Vec<_>>();
     Ok(GuardsResult {
         gating: e.eval.gating || evidence.iter().any(|r| r.gating),
         evidence,
