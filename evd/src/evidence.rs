@@ -180,6 +180,10 @@ pub struct Cache {
     watched: Option<(CitedDirs, Vec<DirWatch>)>,
     /// Why the cited files are not watched, when they are not.
     unwatched: Option<String>,
+    /// Moves whenever a span is hashed again or a file's hashes are let go.
+    hashed: u64,
+    /// The tick generation and `hashed` at the last [`sync`] that compared.
+    synced_at: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Cache {
@@ -244,16 +248,6 @@ impl Cited {
     }
 }
 
-fn state_label(label: &str) -> &'static str {
-    match label {
-        "holds" => "holds",
-        "drifted" => "drifted",
-        "out-of-bounds" => "out-of-bounds",
-        "unreadable" => "unreadable",
-        _ => "malformed",
-    }
-}
-
 /// A cited file's stamp when its citations were hashed, and their states then.
 type Hashed = (
     Option<FileStamp>,
@@ -301,6 +295,7 @@ impl Cache {
                 None => {
                     let st = state(root, c);
                     entry.1.insert((*c).clone(), st.clone());
+                    self.hashed += 1;
                     st
                 }
             };
@@ -308,23 +303,28 @@ impl Cache {
             out.push((st, since));
         }
         // Files no longer cited are let go.
+        let before = self.files.len();
         self.files.retain(|p, _| looked.contains_key(p.as_str()));
+        if self.files.len() != before {
+            self.hashed += 1;
+        }
         out
     }
 }
 
-/// The markers of the current decisions (of the live ones with `live_only`; only those that
-/// do not hold unless `holding`), each as a row with its state now and the hash it cites: what
-/// `ev.evidence` answers, and what `check` and `ev.guards` show. The markers are read once per
-/// tick generation, and [`Cache`] hashes a file's spans again only when the file changed.
-pub fn marker_rows(
-    store: &mut crate::store::Store,
-    live_only: bool,
-    holding: bool,
-) -> Result<Vec<(proto::rpc::EvidenceRow, String)>, Refusal> {
+/// One look at the current decisions' markers (of the live ones with `live_only`): the markers
+/// (read once per tick generation), which of them were chosen, and the state of each chosen
+/// citation now (`None` for a marker that is not a citation), [`Cache`] hashing a file's spans
+/// again only when the file changed.
+struct Look {
+    markers: std::sync::Arc<Vec<Marker>>,
+    chosen: Vec<(usize, Option<(State, Option<String>)>)>,
+}
+
+fn look(store: &mut crate::store::Store, live_only: bool) -> Result<Look, Refusal> {
     let view = store.current_shared()?;
     let generation = store.ticks_generation();
-    let cited = match &store.evidence.markers {
+    let markers = match &store.evidence.markers {
         Some((g, m)) if *g == generation => std::sync::Arc::clone(m),
         _ => {
             let mut m: Vec<Marker> = Vec::new();
@@ -346,23 +346,43 @@ pub fn marker_rows(
             m
         }
     };
-    let chosen: Vec<&Marker> = cited
-        .iter()
-        .filter(|(_, t, ..)| !live_only || t.status() == "live")
+    let chosen: Vec<usize> = (0..markers.len())
+        .filter(|&i| !live_only || markers[i].1.status() == "live")
         .collect();
-    if chosen.is_empty() {
-        return Ok(Vec::new());
-    }
+    let good: Vec<&Citation> = chosen
+        .iter()
+        .filter_map(|&i| markers[i].3.as_ref().ok())
+        .collect();
     let root = store.root().to_path_buf();
-    let good: Vec<&Citation> = chosen.iter().filter_map(|x| x.3.as_ref().ok()).collect();
     let mut states = store.evidence.states(&root, &good).into_iter();
-    let mut rows = Vec::with_capacity(chosen.len());
-    for (file, t, i, c) in chosen {
-        let (label, c, detail, since) = match c {
-            Ok(c) => {
-                let Some((st, since)) = states.next() else {
-                    break;
-                };
+    let chosen = chosen
+        .into_iter()
+        .map(|i| {
+            let st = if markers[i].3.is_ok() {
+                states.next()
+            } else {
+                None
+            };
+            (i, st)
+        })
+        .collect();
+    Ok(Look { markers, chosen })
+}
+
+/// The markers of the current decisions (of the live ones with `live_only`; only those that
+/// do not hold unless `holding`), each as a row with its state now and the hash it cites: what
+/// `ev.evidence` answers, and what `check` and `ev.guards` show.
+pub fn marker_rows(
+    store: &mut crate::store::Store,
+    live_only: bool,
+    holding: bool,
+) -> Result<Vec<(proto::rpc::EvidenceRow, String)>, Refusal> {
+    let Look { markers, chosen } = look(store, live_only)?;
+    let mut rows = Vec::new();
+    for (m, st) in chosen {
+        let (file, t, i, c) = &markers[m];
+        let (label, c, detail, since) = match (c, st) {
+            (Ok(c), Some((st, since))) => {
                 if st.holds() && !holding {
                     continue;
                 }
@@ -373,7 +393,8 @@ pub fn marker_rows(
                 };
                 (st.label().to_string(), Some(c), detail, since)
             }
-            Err(e) => ("malformed".to_string(), None, e.clone(), None),
+            (Ok(_), None) => continue,
+            (Err(e), _) => ("malformed".to_string(), None, e.clone(), None),
         };
         // Evidence that holds never gates; a user-ruled decision's that does not, does.
         let gating = label != "holds" && t.authority() == Some(proto::vocab::USER_RULED);
@@ -494,53 +515,73 @@ impl Cache {
 /// the last look: their state files are written again by the evaluation that follows (the
 /// generation is in its basis), and each citation whose state moved is pushed to subscribers
 /// like a verdict (`evidence:holds` → `evidence:drifted`) and journaled. The first look after a
-/// start sets the baseline and pushes nothing. Returns the generation.
+/// start sets the baseline and pushes nothing. When neither the markers nor any cited file
+/// changed since the last look, nothing is compared. Returns the generation.
 pub fn sync(store: &mut crate::store::Store) -> Result<u64, Refusal> {
-    let mut rows = marker_rows(store, true, true)?;
+    let mut seen = look(store, true)?;
     let root = store.root().to_path_buf();
-    let paths = rows
+    let paths = seen
+        .chosen
         .iter()
-        .map(|(r, _)| r.path.as_str())
-        .filter(|p| !p.is_empty())
+        .filter_map(|(m, _)| seen.markers[*m].3.as_ref().ok())
+        .map(|c| c.path.as_str())
         .collect();
     if store.evidence.watch(&root, paths) {
         // Watched from now on: look once more, so that an edit made while the watches were
         // being made is not missed.
-        rows = marker_rows(store, true, true)?;
+        seen = look(store, true)?;
     }
-    // Per tick: its citations, its decision and each citation's claim.
-    type Now = (Vec<Cited>, String, Vec<String>);
-    let mut now: std::collections::HashMap<String, Now> = Default::default();
-    for (r, sha256) in rows {
-        let e = now
-            .entry(r.tick_id.clone())
-            .or_insert_with(|| (Vec::new(), r.decision.clone(), Vec::new()));
-        e.2.push(r.claim);
-        e.0.push(Cited {
-            ground: r.ground_index,
-            path: r.path,
-            start: r.start,
-            end: r.end,
-            sha256,
-            state: state_label(&r.label),
-        });
-    }
+    let generation = store.ticks_generation();
     let cache = &mut store.evidence;
+    let at = (generation, cache.hashed);
+    if cache.said.is_some() && cache.synced_at == Some(at) {
+        return Ok(cache.generation);
+    }
+    cache.synced_at = Some(at);
+    // Per tick, in view order: its citations as read now.
+    let mut now: Vec<(usize, Vec<Cited>)> = Vec::new();
+    for (m, st) in &seen.chosen {
+        let (_, t, i, c) = &seen.markers[*m];
+        let cited = match (c, st) {
+            (Ok(c), Some((st, _))) => Cited {
+                ground: *i,
+                path: c.path.clone(),
+                start: c.start,
+                end: c.end,
+                sha256: c.sha256.clone(),
+                state: st.label(),
+            },
+            _ => Cited {
+                ground: *i,
+                path: String::new(),
+                start: 0,
+                end: 0,
+                sha256: String::new(),
+                state: "malformed",
+            },
+        };
+        match now.last_mut() {
+            Some((last, list)) if seen.markers[*last].1.id() == t.id() => list.push(cited),
+            _ => now.push((*m, vec![cited])),
+        }
+    }
     let baseline = cache.said.is_none();
     let said = cache.said.take().unwrap_or_default();
     let next = cache.generation + 1;
     let mut moved = false;
     let mut changes = Vec::new();
     let mut kept = std::collections::HashMap::with_capacity(now.len());
-    for (id, (cited, decision, claims)) in now {
-        let was = said.get(&id);
+    for (m, cited) in now {
+        let t = &seen.markers[m].1;
+        let id = t.id();
+        let was = said.get(id);
         if let Some((c, at)) = was.filter(|(c, _)| **c == *cited) {
-            kept.insert(id, (c.clone(), *at));
+            kept.insert(id.to_string(), (c.clone(), *at));
             continue;
         }
-        let was = was.map(|(c, _)| c.as_ref());
         moved = true;
-        for (c, claim) in cited.iter().zip(&claims) {
+        let was = was.map(|(c, _)| c.as_ref());
+        for c in &cited {
             let old = was.and_then(|w| w.iter().find(|o| o.same_citation(c)));
             let quiet = match old {
                 Some(o) => o.state == c.state,
@@ -548,16 +589,16 @@ pub fn sync(store: &mut crate::store::Store) -> Result<u64, Refusal> {
             };
             if !quiet && !baseline {
                 changes.push(proto::rpc::VerdictChange {
-                    tick_id: id.clone(),
+                    tick_id: id.to_string(),
                     ground_index: c.ground,
-                    decision: decision.clone(),
-                    claim: claim.clone(),
+                    decision: t.decision().to_string(),
+                    claim: t.ground_text(c.ground).0.to_string(),
                     old: old.map(Cited::label),
                     new: Some(c.label()),
                 });
             }
         }
-        kept.insert(id, (cited.into(), next));
+        kept.insert(id.to_string(), (cited.into(), next));
     }
     moved |= kept.len() != said.len();
     cache.said = Some(kept);

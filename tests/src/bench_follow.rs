@@ -317,13 +317,13 @@ fn timed_check(w: &World, root: &Path) -> Res<Duration> {
 }
 
 /// A running `evctl watch --json`, its lines timestamped as they arrive by a reader thread.
-struct Watch {
+pub(super) struct Watch {
     child: Child,
     lines: Receiver<(Instant, String)>,
 }
 
 impl Watch {
-    fn start(w: &World, root: &Path) -> Res<Watch> {
+    pub(super) fn start(w: &World, root: &Path) -> Res<Watch> {
         let mut child = w
             .command(&w.bins.evctl)
             .current_dir(root)
@@ -353,15 +353,25 @@ impl Watch {
     /// When the line saying the ground now reads `want` arrived, if it has (other lines are
     /// dropped); `Err` when the watch ended.
     fn seen(&self, g: &Ground, want: &str) -> Res<Option<Instant>> {
+        Ok(self
+            .seen_change(|c| {
+                c.tick_id == g.tick && c.ground_index == g.index && c.new.as_deref() == Some(want)
+            })?
+            .map(|(at, _)| at))
+    }
+
+    /// When the first pushed change `wanted` accepts arrived, and the change, if it has (other
+    /// lines are dropped); `Err` when the watch ended.
+    pub(super) fn seen_change(
+        &self,
+        wanted: impl Fn(&proto::rpc::VerdictChange) -> bool,
+    ) -> Res<Option<(Instant, proto::rpc::VerdictChange)>> {
         loop {
             match self.lines.try_recv() {
                 Ok((at, line)) => {
                     if let Ok(WatchEvent::Changed(c)) = serde_json::from_str::<WatchEvent>(&line) {
-                        if c.tick_id == g.tick
-                            && c.ground_index == g.index
-                            && c.new.as_deref() == Some(want)
-                        {
-                            return Ok(Some(at));
+                        if wanted(&c) {
+                            return Ok(Some((at, c)));
                         }
                     }
                 }

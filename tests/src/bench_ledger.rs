@@ -149,6 +149,7 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
 
     println!("\n-- evidence: 10,000 citations --");
     let (import, rehash, check_warm, check_touched) = evidence(w, &root)?;
+    let (drift_watch, drift_state) = drift_followed(w, &root)?;
     let rehash = report.add(
         "evidence",
         "10k cited",
@@ -185,7 +186,64 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
         fmt_dur(check_warm.p50),
         fmt_dur(check_touched.p50)
     );
+    println!(
+        "  a cited line edited, no command run (10,000 citations in that file): on `evctl watch` p50 {} / max {}, in the state file p50 {} / max {}",
+        fmt_dur(drift_watch.p50),
+        fmt_dur(drift_watch.max),
+        fmt_dur(drift_state.p50),
+        fmt_dur(drift_state.max)
+    );
     Ok(())
+}
+
+/// With `evctl watch` running and no command run: edit one cited line (its length kept, so
+/// the other 9,999 citations still hold), and time the `evidence:drifted` change on the watch
+/// and in the decision's state file; then put it back and time `evidence:holds` the same way.
+fn drift_followed(w: &World, root: &Path) -> Res<(super::Stats, super::Stats)> {
+    const LIMIT: Duration = Duration::from_secs(10);
+    let path = root.join("measurements.txt");
+    let original = std::fs::read_to_string(&path).map_err(|e| format!("read: {e}"))?;
+    let watch = super::bench_follow::Watch::start(w, root)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut on_watch, mut in_state) = (Vec::new(), Vec::new());
+    for k in 0..10 {
+        let line = k * 997;
+        let was = format!("measurement {line}:");
+        let now = format!("measuremenT {line}:");
+        for (text, want) in [
+            (original.replacen(&was, &now, 1), "evidence:drifted"),
+            (original.clone(), "evidence:holds"),
+        ] {
+            std::fs::write(&path, &text).map_err(|e| format!("write: {e}"))?;
+            let t0 = Instant::now();
+            let (at, change) = loop {
+                if let Some(seen) = watch.seen_change(|c| c.new.as_deref() == Some(want))? {
+                    break seen;
+                }
+                if t0.elapsed() > LIMIT {
+                    return Err(format!("no {want} on the watch within {LIMIT:?}"));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            on_watch.push(at.saturating_duration_since(t0));
+            let state = root
+                .join(".evolving/results/state")
+                .join(format!("{}.json", change.tick_id));
+            let state_word = format!("\"state\": \"{}\"", &want["evidence:".len()..]);
+            loop {
+                let text = std::fs::read_to_string(&state).unwrap_or_default();
+                if text.contains(&state_word) {
+                    in_state.push(t0.elapsed());
+                    break;
+                }
+                if t0.elapsed() > LIMIT {
+                    return Err(format!("no {want} in {} within {LIMIT:?}", state.display()));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    Ok((super::stats(on_watch), super::stats(in_state)))
 }
 
 /// 10,000 decisions citing one line each of one file, imported; then how long answering about
