@@ -266,7 +266,7 @@ type Marker = (
 impl Cache {
     /// Each citation's state now, and since when its file is as it is (its mtime) when it does
     /// not hold.
-    pub fn states(&mut self, root: &Path, cited: &[&Citation]) -> Vec<(State, Option<String>)> {
+    pub fn states(&mut self, root: &Path, cited: &[&Citation]) -> Vec<Seen> {
         let mut looked: std::collections::HashMap<&str, (Option<FileStamp>, Option<String>)> =
             std::collections::HashMap::new();
         let mut out = Vec::with_capacity(cited.len());
@@ -318,8 +318,11 @@ impl Cache {
 /// again only when the file changed.
 struct Look {
     markers: std::sync::Arc<Vec<Marker>>,
-    chosen: Vec<(usize, Option<(State, Option<String>)>)>,
+    chosen: Vec<(usize, Option<Seen>)>,
 }
+
+/// A citation's state now, and since when its file is as it is when it does not hold.
+type Seen = (State, Option<String>);
 
 fn look(store: &mut crate::store::Store, live_only: bool) -> Result<Look, Refusal> {
     let view = store.current_shared()?;
