@@ -1,5 +1,6 @@
 //! `evctl ledger …`: the store's event ledger (`results/ledger/events.jsonl`), whose only
-//! writer is evd: append events through it, verify the whole file.
+//! writer is evd: append events through it, verify the whole file, ask it seed 002's questions,
+//! replay it.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -58,12 +59,20 @@ pub enum LedgerAction {
     /// reported as a `ledger_validation_error` event appended to the ledger (history itself
     /// is never changed). There is no lenient mode.
     Verify,
+    /// Replay the ledger: verify it, then fold what every check rested on (the receipts, the
+    /// current ticks, read from the store by id, git's answers, the clock it read) through the
+    /// verdict engine, and compare each `check_run`'s fingerprint with the one recorded.
+    ///
+    /// Exit 1 at the first check whose verdicts do not come out the same, naming its line and
+    /// seq. Uses no clock, locale or network. There is no lenient mode.
+    Replay,
 }
 
 pub async fn run(s: &mut Session, action: LedgerAction) -> Out {
     match action {
         LedgerAction::Append { file } => append(s, file).await,
         LedgerAction::Verify => verify(s).await,
+        LedgerAction::Replay => replay(s).await,
         LedgerAction::Query { name, last } => query(s, name, last).await,
     }
 }
@@ -183,6 +192,40 @@ fn render_verify(v: &LedgerVerifyResult, json: bool) -> Out {
         }
     }
     out
+}
+
+async fn replay(s: &mut Session) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let r = s
+        .read(rpc!(req, ledger_replay), || {
+            local_write(&ctx, evd::verbs::ledger::replay)
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| {
+        let mut out = Out::default();
+        if v.fault.is_some() {
+            out.code = 1;
+        }
+        if json {
+            out.json(v);
+            return out;
+        }
+        match &v.fault {
+            None => out.line(format!(
+                "replay ok: {} check run(s) reproduced from {} event(s) ({} tick read(s) from the store)",
+                v.replayed, v.lines, v.ticks_read
+            )),
+            Some(f) => out.err(format!(
+                "evctl: the replay parts from the ledger at line {} ({}): {}",
+                f.line, f.rule, f.message
+            )),
+        }
+        out
+    })
 }
 
 /// The columns a query's rows are shown with, in order.

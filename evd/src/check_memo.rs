@@ -226,6 +226,10 @@ pub struct Row {
     pub ground_index: usize,
     pub harvested: bool,
     pub gating: bool,
+    /// What git answered for this ground (the bits of [`crate::ledger::replay`]: a triggering
+    /// change after the run, no commit touching the triggers since `verified_at_sha`, an
+    /// uncommitted guarded path), for the ledger to record.
+    pub git: u8,
 }
 
 impl From<Vec<CheckRow>> for Rows {
@@ -258,6 +262,7 @@ impl From<Vec<CheckRow>> for Rows {
                         ground_index,
                         harvested,
                         gating,
+                        git: 0,
                     }
                 })
                 .collect(),
@@ -266,6 +271,14 @@ impl From<Vec<CheckRow>> for Rows {
 }
 
 impl Rows {
+    /// These rows with git's answers for each (in row order).
+    pub fn with_git(mut self, bits: &[u8]) -> Rows {
+        for (r, b) in self.0.iter_mut().zip(bits) {
+            r.git = *b;
+        }
+        self
+    }
+
     pub fn iter(&self) -> std::slice::Iter<'_, Row> {
         self.0.iter()
     }
@@ -1220,6 +1233,7 @@ mod tests {
                     ground_index: i,
                     harvested: *harvested,
                     gating: false,
+                    git: 0,
                 })
                 .collect(),
         );

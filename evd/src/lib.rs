@@ -28,6 +28,7 @@ pub mod paths;
 pub mod receipt_cache;
 pub mod receipts;
 pub mod registry;
+pub mod replay_record;
 pub mod requests;
 pub mod resources;
 pub mod server;

@@ -592,6 +592,10 @@ impl EvApiServer for Rpc {
         on_store(&self.0, &req.context, verbs::ledger::verify).await
     }
 
+    async fn ledger_replay(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerReplayResult> {
+        on_store(&self.0, &req.context, verbs::ledger::replay).await
+    }
+
     async fn brief(&self, req: proto::rpc::BriefRequest) -> RpcResult<proto::rpc::BriefResult> {
         let ctx = req.context.clone();
         on_store(&self.0, &ctx, move |s| verbs::brief(s, &req)).await

@@ -167,6 +167,9 @@ pub struct Store {
     /// after, off the request's path (see [`Store::idle_work_at`]), and when the store is
     /// released.
     journal: Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>,
+    /// What the ledger holds of the verdict engine's inputs (see [`crate::replay_record`]),
+    /// read from it once per session, when a check first records.
+    replay_known: Option<crate::ledger::replay::Known>,
     journal_since: Option<std::time::Instant>,
     /// Whether this process has written its `daemon_started` to this store's ledger.
     journal_started: bool,
@@ -279,6 +282,7 @@ impl Store {
             ledger: crate::ledger::Ledger::new(&results),
             evidence: Default::default(),
             journal: Vec::new(),
+            replay_known: None,
             journal_since: None,
             journal_started: false,
             journal_git: None,
@@ -775,6 +779,11 @@ impl Store {
         self.ticks_generation
     }
 
+    /// The cached entry for one file name as last refreshed (no look at the disk).
+    pub fn cached_entry(&self, name: &str) -> Option<Entry> {
+        self.files.get(name).map(|c| c.entry.clone())
+    }
+
     /// The cached entry for one file name (after a refresh), without the whole-store rule.
     pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
         self.refresh()?;
@@ -902,9 +911,34 @@ impl Store {
             tracing::warn!(store = %self.root.display(), "ledger journal full; dropping its oldest events");
             self.journal.drain(..MAX_JOURNAL / 2);
         }
+        if let Some(k) = self.replay_known.as_mut() {
+            k.fold(event_type, &payload);
+        }
         self.journal.push((event_type, payload));
         self.journal_since
             .get_or_insert_with(std::time::Instant::now);
+    }
+
+    /// Read what the ledger (and the journal waiting to be written) holds of the verdict
+    /// engine's inputs, unless known already.
+    pub fn load_known(&mut self) {
+        if self.replay_known.is_some() {
+            return;
+        }
+        let text = match std::fs::read(self.ledger.path()) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(_) => String::new(),
+        };
+        let waiting = self.journal.iter().map(|(t, p)| (*t, p));
+        self.replay_known = Some(crate::ledger::replay::Known::load(&text, waiting));
+    }
+
+    pub fn known(&self) -> Option<&crate::ledger::replay::Known> {
+        self.replay_known.as_ref()
+    }
+
+    pub fn known_mut(&mut self) -> Option<&mut crate::ledger::replay::Known> {
+        self.replay_known.as_mut()
     }
 
     /// Write the events waiting in the journal, after this run's `daemon_started` if it is the

@@ -1466,6 +1466,21 @@ pub struct LedgerVerifyResult {
     pub reported_seq: Option<u64>,
 }
 
+/// `ev.ledger.replay`: the ledger folded through the verdict engine again (seed 003, rule 3).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LedgerReplayResult {
+    pub path: String,
+    /// Lines in the file.
+    pub lines: u64,
+    /// `check_run` events whose fingerprints were reproduced (all of them when `fault` is none).
+    pub replayed: u64,
+    /// Ticks read from the store (by content id) to evaluate them.
+    pub ticks_read: u64,
+    /// Where the replay parted from the ledger, or the line that does not verify (replay starts
+    /// only on a ledger that verifies); `None` when every fingerprint was reproduced.
+    pub fault: Option<LedgerFault>,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Live verdicts
 
@@ -1599,6 +1614,11 @@ pub trait EvApi {
     /// appending a `ledger_validation_error` event, never by changing a line.
     #[method(name = "ledger.verify")]
     async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<LedgerVerifyResult>;
+
+    /// Replay the ledger: fold its receipts, ticks and git answers through the verdict engine
+    /// and compare each `check_run`'s fingerprint; the first that differs is the fault.
+    #[method(name = "ledger.replay")]
+    async fn ledger_replay(&self, req: StoreRequest) -> RpcResult<LedgerReplayResult>;
 
     /// Live verdict changes of one store, pushed as they happen (the watcher keeps evaluating).
     #[subscription(name = "watch" => "watch.event", unsubscribe = "unwatch", item = WatchEvent)]

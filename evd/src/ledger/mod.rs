@@ -10,10 +10,12 @@
 //!
 //! - [`rules`]: the envelope, the schema versions and their upgrader, the consistency rules;
 //! - [`file`]: reading and verifying the file, appending to it durably;
-//! - [`query`]: the questions seed 002 asks of a ledger.
+//! - [`query`]: the questions seed 002 asks of a ledger;
+//! - [`replay`]: what a check rested on, recorded, and the fold that reproduces its verdicts.
 
 pub mod file;
 pub mod query;
+pub mod replay;
 pub mod rules;
 
 use serde_json::{Map, Value};

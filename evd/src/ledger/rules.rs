@@ -43,12 +43,14 @@ pub const CLIENT_TYPES: [&str; 21] = [
 ];
 
 /// The event types only evd writes (its own journal; a client may not forge them).
-pub const DAEMON_TYPES: [&str; 9] = [
+pub const DAEMON_TYPES: [&str; 11] = [
     "daemon_started",
     "daemon_stopped",
     "tick_recorded",
     "proposal_ratified",
     "receipt_appended",
+    "receipts_observed",
+    "basis_changed",
     "verdict_changed",
     "check_run",
     "ledger_validation_error",

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use crate::check_memo::{receipt_key_number, Basis, CheckEvent, Evaluation, TestPart, TickPart};
 use crate::fsio;
 use crate::git_ranges::{self, Answers, Range};
+use crate::ledger::replay;
 use crate::receipts::{Receipt, RunResult};
 use crate::store::Store;
 use crate::verdict::{self, Inputs, Label};
@@ -355,6 +356,9 @@ pub struct Evaluated {
     /// The repository's HEAD.
     pub head: Option<String>,
     pub warnings: Vec<Warning>,
+    /// What the verdicts rest on, and the clock they were read at (what a replay needs).
+    pub basis: Basis,
+    pub now: time::OffsetDateTime,
 }
 
 /// Evaluate — or reuse the evaluation made on the very same basis —, keeping the state files
@@ -394,9 +398,11 @@ pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Ref
     Ok(Evaluated {
         eval,
         policy: config.staleness_ref,
-        reference: basis.reference,
-        head: basis.head,
+        reference: basis.reference.clone(),
+        head: basis.head.clone(),
         warnings,
+        basis,
+        now,
     })
 }
 
@@ -445,6 +451,8 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         p.insert("attest".into(), a.clone().into());
     }
     p.insert("wall_ms".into(), wall_ms.into());
+    let basis = crate::replay_record::record(store, &e);
+    p.insert("basis".into(), Value::Object(basis));
     store.journal("check_run", p);
     let evidence = crate::evidence::drifted_rows(store)?;
     let mut out = answer(&e.eval, req, e.policy, e.reference, e.warnings);
@@ -972,16 +980,25 @@ struct GroundGit<'g> {
     paths: &'g [String],
     /// The work tree was asked directly.
     direct: bool,
+    /// The answers that were not the default, as the ledger records them.
+    said: u8,
 }
 
 impl verdict::GitSays for GroundGit<'_> {
     fn touched_since_verified(&mut self) -> bool {
-        self.git.range(true, self.verified, self.paths) != Range::Untouched
+        let touched = self.git.range(true, self.verified, self.paths) != Range::Untouched;
+        if !touched {
+            self.said |= replay::UNTOUCHED;
+        }
+        touched
     }
 
     fn uncommitted(&mut self) -> bool {
         let (dirty, direct) = self.git.uncommitted(self.paths);
         self.direct |= direct;
+        if dirty {
+            self.said |= replay::DIRTY;
+        }
         dirty
     }
 }
@@ -1004,6 +1021,7 @@ fn evaluate_tick(
     let mut replaced = Vec::new();
     let mut volatile = false;
     let mut asked = Vec::new();
+    let mut git_bits = Vec::new();
     for (gi, g) in tick.grounds.iter().enumerate() {
         let Some(Check::Test {
             reference,
@@ -1033,9 +1051,11 @@ fn evaluate_tick(
             verified: verified_at_sha,
             paths,
             direct: false,
+            said: 0,
         };
         let v = verdict::evaluate_with_git(g.check.as_ref(), &recs, triggered, inputs, &mut asker);
         volatile |= asker.direct;
+        git_bits.push(asker.said | if triggered { replay::TRIGGERED } else { 0 });
         if let Some(at) = v.expires {
             expires = Some(expires.map_or(at, |u| u.min(at)));
         }
@@ -1075,7 +1095,7 @@ fn evaluate_tick(
     });
     let tests = (!rows.is_empty()).then(|| {
         Box::new(TestPart {
-            rows: rows.into(),
+            rows: crate::check_memo::Rows::from(rows).with_git(&git_bits),
             check_event,
             keys: keys.into(),
             expires,

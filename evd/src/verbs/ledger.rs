@@ -182,3 +182,61 @@ pub fn query(store: &mut Store, req: &proto::rpc::LedgerQueryRequest) -> Result<
     ledger::query::answer(&req.query, &events, req.last)
         .map_err(|e| Refusal::refused("ledger_query", e))
 }
+
+/// `ev.ledger.replay`: verify the ledger, then fold it through the verdict engine (ticks read
+/// from the store by content id), comparing every `check_run`'s fingerprint. Needs no clock,
+/// locale or network: everything comes from the ledger and the ticks.
+pub fn replay(store: &mut Store) -> Result<proto::rpc::LedgerReplayResult, Refusal> {
+    store.require()?;
+    store.write_journal();
+    let path = store.ledger.path().display().to_string();
+    let read = store
+        .ledger
+        .read()
+        .map_err(|e| Refusal::io(format!("reading the ledger: {e}")))?;
+    let lines = read.lines;
+    let mut out = proto::rpc::LedgerReplayResult {
+        path,
+        lines,
+        ..Default::default()
+    };
+    if let Some(b) = &read.broken {
+        out.fault = Some(LedgerFault {
+            line: b.line,
+            rule: b.violation.rule.to_string(),
+            message: format!(
+                "{} (a ledger that does not verify is not replayed)",
+                b.violation.message
+            ),
+        });
+        return Ok(out);
+    }
+    let text = match std::fs::read(store.ledger.path()) {
+        Ok(b) => String::from_utf8(b)
+            .map_err(|_| Refusal::io("reading the ledger: it is not UTF-8".to_string()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Refusal::io(format!("reading the ledger: {e}"))),
+    };
+    store.refresh()?;
+    let mut r = ledger::replay::Replay::new();
+    let mut ticks = |id: &str| match store.cached_entry(id) {
+        Some(crate::store::Entry::Tick(p)) => Some(std::sync::Arc::new(p.tick())),
+        _ => None,
+    };
+    for (i, line) in text.lines().enumerate() {
+        let Ok(Value::Object(ev)) = serde_json::from_str::<Value>(line) else {
+            continue; // verified above: every line is an object
+        };
+        if let Err(p) = r.event(i as u64 + 1, &ev, &mut ticks) {
+            out.fault = Some(LedgerFault {
+                line: p.line,
+                rule: "replay".into(),
+                message: format!("seq {}: {}", p.seq, p.message),
+            });
+            break;
+        }
+    }
+    out.replayed = r.replayed;
+    out.ticks_read = r.ticks_read;
+    Ok(out)
+}
