@@ -9,7 +9,11 @@
 //! - **evidence**: 10,000 decisions each citing one line of a file, imported through
 //!   `migrate` (every citation checked at the door), then `ev.evidence` (the spans are hashed
 //!   once and again only when the file changes), and `evctl check` with the cited file
-//!   unchanged and rewritten (every span hashed again).
+//!   unchanged and rewritten (every span hashed again); then, with `evctl watch` running, an
+//!   edit to a cited line until the change is on the watch and in the state file;
+//! - **replay**: a generated 1,000-tick store checked 300 times while CI-style receipts are
+//!   appended to its files, its ledger filled to 100,000 events with client events, then
+//!   `evctl ledger replay` (every check's fingerprint reproduced).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -150,13 +154,16 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
     println!("\n-- evidence: 10,000 citations --");
     let (import, rehash, check_warm, check_touched) = evidence(w, &root)?;
     let (drift_watch, drift_state) = drift_followed(w, &root)?;
+    daemon.shutdown();
+
+    println!("\n-- replay: a 1,000-tick store checked 300 times, 100,000 events --");
+    let (replay_events, replay_runs, replay_first, replay_again) = replay(w)?;
     let rehash = report.add(
         "evidence",
         "10k cited",
         "ev.evidence (files unchanged)",
         rehash,
     );
-    daemon.shutdown();
 
     println!("\nsummary ({} total):", fmt_dur(started.elapsed()));
     report.table();
@@ -175,7 +182,11 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
         "  query calibration at {appended} events: p50 {}",
         fmt_dur(q.p50)
     );
-    println!("  replay: not built yet");
+    println!(
+        "  replay at {replay_events} events ({replay_runs} check runs over a 1,000-tick store): {} by a fresh evd, {} again",
+        fmt_dur(replay_first),
+        fmt_dur(replay_again)
+    );
     println!(
         "  evidence at 10,000 citations: import with every citation checked {}, ev.evidence p50 {}",
         fmt_dur(import),
@@ -316,4 +327,99 @@ fn evidence(w: &World, root: &Path) -> Res<(Duration, super::Stats, super::Stats
         fmt_dur(touched.p50)
     );
     Ok((import, s, warm, touched))
+}
+
+/// A generated 1,000-tick store checked 300 times (a CI-style receipt appended to one of its
+/// receipt files before each), the ledger filled to about 100,000 events with client events
+/// between the checks; then `evctl ledger replay` by a fresh evd, and again. Returns the events,
+/// the check runs replayed and both times.
+fn replay(w: &World) -> Res<(u64, u64, Duration, Duration)> {
+    let dir = tempfile::Builder::new()
+        .prefix("evbench-replay")
+        .tempdir()
+        .map_err(|e| format!("tempdir: {e}"))?;
+    let opts = evd_e2e::store_gen::Options {
+        ticks: 1_000,
+        seed: 3,
+        ..evd_e2e::store_gen::Options::default()
+    };
+    evd_e2e::store_gen::generate(dir.path(), &opts)?;
+    let root = std::fs::canonicalize(dir.path()).map_err(|e| format!("canonicalize: {e}"))?;
+    let receipts = root.join(".evolving/results/receipts");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&receipts)
+        .map_err(|e| format!("receipts: {e}"))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err("the generated store has no receipts".into());
+    }
+    let mut daemon = w.start_daemon()?;
+    let ctx = json!({"store": root.display().to_string()});
+    call(
+        w,
+        "ev.ledger.append",
+        json!([{"context": ctx, "events": [event(0, "intent_created",
+        json!({"intent_id": "I-bench", "parent_intent_id": null, "goal": "bench"}))]}]),
+    )?;
+    let started = Instant::now();
+    for i in 0..300usize {
+        // CI appends a receipt like the file's last one, run later.
+        let f = &files[i % files.len()];
+        let text = std::fs::read_to_string(f).map_err(|e| format!("read: {e}"))?;
+        if let Some(last) = text.lines().last() {
+            let mut r: Value = serde_json::from_str(last).map_err(|e| format!("receipt: {e}"))?;
+            r["ran_at"] = format!("2026-11-0{}T{:02}:{:02}:00Z", 2 + i / 100, (i / 60) % 24, i % 60).into();
+            r["result"] = if i % 7 == 0 { "red" } else { "green" }.into();
+            use std::io::Write;
+            let mut out = std::fs::OpenOptions::new()
+                .append(true)
+                .open(f)
+                .map_err(|e| format!("open: {e}"))?;
+            writeln!(out, "{}", proto::json::compact(&r)).map_err(|e| format!("append: {e}"))?;
+        }
+        let out = w.evctl_output(&root, &["check"])?;
+        if !matches!(out.status.code(), Some(0 | 1)) {
+            return Err(format!(
+                "evctl check: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if i % 3 == 0 {
+            let events: Vec<Value> = (0..250)
+                .flat_map(|k| plan_events(2_000_000 + i * 250 + k))
+                .collect();
+            call(w, "ev.ledger.append", json!([{"context": ctx, "events": events}]))?;
+        }
+    }
+    daemon.shutdown();
+    println!(
+        "  built: 300 checks and 100 batches of client events in {}",
+        fmt_dur(started.elapsed())
+    );
+    let mut daemon = w.start_daemon()?;
+    let mut answer = Value::Null;
+    let mut timed = || -> Res<Duration> {
+        let t = Instant::now();
+        let out = w.evctl(&root, &["--json", "ledger", "replay"])?;
+        let took = t.elapsed();
+        answer = serde_json::from_str(&out).map_err(|e| format!("replay --json: {e}"))?;
+        if !answer["fault"].is_null() {
+            return Err(format!("the replay failed: {answer}"));
+        }
+        Ok(took)
+    };
+    let first = timed()?;
+    let again = timed()?;
+    daemon.shutdown();
+    let lines = answer["lines"].as_u64().unwrap_or(0);
+    let replayed = answer["replayed"].as_u64().unwrap_or(0);
+    println!(
+        "  `evctl ledger replay` at {lines} events, {replayed} check runs reproduced ({} tick reads): {} by a fresh evd, {} again",
+        answer["ticks_read"],
+        fmt_dur(first),
+        fmt_dur(again)
+    );
+    Ok((lines, replayed, first, again))
 }
