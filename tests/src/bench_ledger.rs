@@ -370,7 +370,13 @@ fn replay(w: &World) -> Res<(u64, u64, Duration, Duration)> {
         let text = std::fs::read_to_string(f).map_err(|e| format!("read: {e}"))?;
         if let Some(last) = text.lines().last() {
             let mut r: Value = serde_json::from_str(last).map_err(|e| format!("receipt: {e}"))?;
-            r["ran_at"] = format!("2026-11-0{}T{:02}:{:02}:00Z", 2 + i / 100, (i / 60) % 24, i % 60).into();
+            r["ran_at"] = format!(
+                "2026-11-0{}T{:02}:{:02}:00Z",
+                2 + i / 100,
+                (i / 60) % 24,
+                i % 60
+            )
+            .into();
             r["result"] = if i % 7 == 0 { "red" } else { "green" }.into();
             use std::io::Write;
             let mut out = std::fs::OpenOptions::new()
@@ -390,7 +396,11 @@ fn replay(w: &World) -> Res<(u64, u64, Duration, Duration)> {
             let events: Vec<Value> = (0..250)
                 .flat_map(|k| plan_events(2_000_000 + i * 250 + k))
                 .collect();
-            call(w, "ev.ledger.append", json!([{"context": ctx, "events": events}]))?;
+            call(
+                w,
+                "ev.ledger.append",
+                json!([{"context": ctx, "events": events}]),
+            )?;
         }
     }
     daemon.shutdown();

@@ -862,4 +862,16 @@ fn an_edit_to_cited_evidence_reaches_the_state_file_and_the_watch_without_a_comm
         ["evidence:drifted", "evidence:holds", "evidence:unreadable"],
         "{ledger}"
     );
+    // Each time its evidence stopped holding, the decision resurfaced.
+    let q = w
+        .evctl(repo.path(), &["--json", "ledger", "query", "decisions"])
+        .ok();
+    let v: serde_json::Value = serde_json::from_str(&q.stdout).expect("json");
+    let row = v["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["tick_id"] == id.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["resurfaced"], 2, "{v}");
+    assert_eq!(row["label"], serde_json::Value::Null, "{v}");
 }

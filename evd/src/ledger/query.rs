@@ -277,6 +277,14 @@ fn decisions(events: &[Value]) -> Value {
         let old = s(p, &["old"]);
         let new = s(p, &["new"]);
         let d = by.entry(tick.to_string()).or_default();
+        // Cited evidence that stopped holding brings a decision back too; it is not a
+        // verdict, so it leaves the red-to-resolved clock and the label alone.
+        if new.is_some_and(|n| n.starts_with("evidence:")) {
+            if old == Some("evidence:holds") && new != Some("evidence:holds") {
+                d.resurfaced += 1;
+            }
+            continue;
+        }
         if old == Some("green") && new.is_some_and(|n| n != "green") {
             d.resurfaced += 1;
         }
