@@ -170,6 +170,9 @@ pub struct Store {
     /// What the ledger holds of the verdict engine's inputs (see [`crate::replay_record`]),
     /// read from it once per session, when a check first records.
     replay_known: Option<crate::ledger::replay::Known>,
+    /// The ledger's artifacts as last hashed by `ledger verify`, by path: (inode, size, mtime,
+    /// sha256).
+    pub artifacts_hashed: std::collections::HashMap<String, (u64, u64, i128, String)>,
     journal_since: Option<std::time::Instant>,
     /// Whether this process has written its `daemon_started` to this store's ledger.
     journal_started: bool,
@@ -283,6 +286,7 @@ impl Store {
             evidence: Default::default(),
             journal: Vec::new(),
             replay_known: None,
+            artifacts_hashed: Default::default(),
             journal_since: None,
             journal_started: false,
             journal_git: None,

@@ -783,3 +783,118 @@ fn the_ledger_answers_seed_002s_questions() {
     let bad = w.evctl(r.path(), &["ledger", "query", "vibes"]);
     assert_eq!(bad.code, 2, "clap names the queries there are: {bad:?}");
 }
+
+/// Seed 003's rule 4: an event's artifacts live only under `runs/<run_id>/` of the store's
+/// host-local area, and hash as the event says, at the door and whenever the ledger is
+/// verified; an artifact changed after the fact fails verification hard, naming the line.
+#[test]
+fn artifacts_live_only_under_their_run_and_a_changed_one_fails_verification() {
+    let w = World::new();
+    let r = repo(&w);
+    let results = r.ev_dir().join("results");
+    std::fs::create_dir_all(results.join("runs/R-test-1")).expect("mkdir");
+    std::fs::write(results.join("runs/R-test-1/diff.patch"), "+ cache\n").expect("write");
+    std::fs::create_dir_all(results.join("elsewhere")).expect("mkdir");
+    std::fs::write(results.join("elsewhere/diff.patch"), "+ cache\n").expect("write");
+    let sha = proto::evidence::sha256_hex(b"+ cache\n");
+    append(
+        &w,
+        &r,
+        &[
+            intent("I-1", None),
+            variant("I-1", "P-1", 0.7),
+            ev(
+                "plan_selected",
+                json!({"intent_id": "I-1", "plan_id": "P-1", "variant_id": "v1"}),
+            ),
+            ev(
+                "execution_started",
+                json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1"}),
+            ),
+        ],
+    )
+    .ok();
+    let done = |artifacts: Value| {
+        ev(
+            "execution_completed",
+            json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1", "status": "failure",
+                   "failure_reason": "tests", "artifacts": artifacts,
+                   "actual": {"p_success": 0.0}}),
+        )
+    };
+    let before = lines(&ledger_file(&r)).len();
+    for (bad, why) in [
+        (
+            json!([{"kind": "diff", "path": "elsewhere/diff.patch"}]),
+            "is not under runs/R-test-1/",
+        ),
+        (
+            json!([{"kind": "diff", "path": "runs/R-other/diff.patch"}]),
+            "is not under runs/R-test-1/",
+        ),
+        (
+            json!([{"kind": "diff", "path": "runs/R-test-1/../../elsewhere/diff.patch"}]),
+            "is not under runs/R-test-1/",
+        ),
+        (
+            json!([{"kind": "diff", "path": "/runs/R-test-1/diff.patch"}]),
+            "is not under runs/R-test-1/",
+        ),
+        (
+            json!([{"kind": "diff", "path": "runs/R-test-1/diff.patch", "sha256": "abc"}]),
+            "64 lowercase hex",
+        ),
+        (
+            json!([{"kind": "diff", "path": "runs/R-test-1/diff.patch", "sha256": "0".repeat(64)}]),
+            "no longer hashes to the sha256",
+        ),
+        (
+            json!([{"kind": "diff", "path": "runs/R-test-1/gone.patch", "sha256": sha}]),
+            "cannot be read",
+        ),
+        (json!("runs/R-test-1/diff.patch"), "must be an array"),
+    ] {
+        let out = append(&w, &r, &[done(bad.clone())]);
+        assert_eq!(out.code, 1, "{bad}: {out:?}");
+        assert!(out.stderr.contains(why), "{bad}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("nothing was appended"),
+            "{}",
+            out.stderr
+        );
+    }
+    assert_eq!(lines(&ledger_file(&r)).len(), before, "nothing was written");
+    append(
+        &w,
+        &r,
+        &[done(
+            json!([{"kind": "diff", "path": "runs/R-test-1/diff.patch", "sha256": sha}]),
+        )],
+    )
+    .ok();
+    let line = lines(&ledger_file(&r)).len() as u64;
+    w.evctl(r.path(), &["ledger", "verify"]).ok();
+
+    // The artifact changes afterwards: verification fails hard, naming the line citing it.
+    std::fs::write(
+        results.join("runs/R-test-1/diff.patch"),
+        "+ cache\n+ more\n",
+    )
+    .expect("edit");
+    let out = w.evctl(r.path(), &["--json", "ledger", "verify"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    let v: Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(v["fault"]["rule"], "artifact", "{v}");
+    assert_eq!(v["fault"]["line"], line, "{v}");
+    assert!(
+        v["fault"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("runs/R-test-1/diff.patch no longer hashes")),
+        "{v}"
+    );
+    // Put back, it verifies again (the fault stays on record as an event).
+    std::fs::write(results.join("runs/R-test-1/diff.patch"), "+ cache\n").expect("restore");
+    w.evctl(r.path(), &["ledger", "verify"]).ok();
+    let evs = events(&r);
+    assert_eq!(of_type(&evs, "ledger_validation_error").len(), 1);
+}

@@ -46,6 +46,9 @@ pub struct Read {
     /// Only the last line was read (for evd's own events): `lines`, `broken` and the rules'
     /// state are unknown, and a client's append reads the whole file first.
     pub partial: bool,
+    /// Every artifact the lines that keep the rules cite, with the line citing it (for
+    /// verification to hash them again).
+    pub artifacts: Vec<(u64, rules::Artifact)>,
 }
 
 /// What the next line is chained to.
@@ -71,8 +74,9 @@ impl Default for Tail {
     }
 }
 
-/// Verify one line against the tail so far, taking it in when it keeps every rule.
-fn verify_line(tail: &mut Tail, line: &str) -> Result<(), Violation> {
+/// Verify one line against the tail so far, taking it in when it keeps every rule. Returns the
+/// artifacts it cites.
+fn verify_line(tail: &mut Tail, line: &str) -> Result<Vec<rules::Artifact>, Violation> {
     if line.len() > MAX_LINE {
         return Err(Violation {
             rule: "size",
@@ -103,13 +107,14 @@ fn verify_line(tail: &mut Tail, line: &str) -> Result<(), Violation> {
     tail.rules.take(&ev);
     tail.seq += 1;
     tail.ts = ev.get("ts").and_then(Value::as_str).map(str::to_string);
-    Ok(())
+    rules::artifacts(&ev)
 }
 
 /// Read and verify a ledger's text. After the first violation the lines are still followed (so
 /// that the tail is the real last line, for whatever is appended next), but no rule is
 /// checked any more.
 pub fn verify_text(text: &str) -> Read {
+    let mut artifacts = Vec::new();
     let mut tail = Tail::default();
     let mut broken = None;
     let mut lines = 0u64;
@@ -129,7 +134,9 @@ pub fn verify_text(text: &str) -> Read {
                     message: "the last line has no newline (a torn write)".into(),
                 })
             } else {
-                verify_line(&mut tail, line)
+                verify_line(&mut tail, line).map(|cited| {
+                    artifacts.extend(cited.into_iter().map(|a| (lines, a)));
+                })
             };
             if let Err(violation) = r {
                 broken = Some(Broken {
@@ -158,6 +165,7 @@ pub fn verify_text(text: &str) -> Read {
         last_line,
         torn: !text.is_empty() && !text.ends_with('\n'),
         partial: false,
+        artifacts,
     }
 }
 
@@ -208,6 +216,7 @@ fn last_line_only(path: &Path) -> std::io::Result<Option<Read>> {
         last_line: Some(line.to_string()),
         torn: false,
         partial: true,
+        artifacts: Vec::new(),
     }))
 }
 
@@ -226,6 +235,62 @@ fn stamp(path: &Path) -> Option<Stamp> {
         len: m.len(),
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
     })
+}
+
+/// The artifacts a verified ledger cites, hashed again (seed 003, rules 4 and 6): the first
+/// that is missing, not a regular file, or whose bytes no longer hash to the sha256 its line
+/// cites. `results` is the store's host-local area the paths are under; `memo` keeps each
+/// file's hash while its stamp stays the same.
+pub fn artifact_fault(
+    results: &Path,
+    cited: &[(u64, rules::Artifact)],
+    memo: &mut std::collections::HashMap<String, (u64, u64, i128, String)>,
+) -> Option<Broken> {
+    let mut seen = std::collections::HashSet::new();
+    for (line, a) in cited {
+        let Some(want) = &a.sha256 else {
+            continue;
+        };
+        seen.insert(a.path.as_str());
+        let path = results.join(&a.path);
+        let fault = |message: String| Broken {
+            line: *line,
+            violation: Violation {
+                rule: "artifact",
+                message,
+            },
+        };
+        let m = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return Some(fault(format!("artifact {} is not a regular file", a.path))),
+            Err(e) => return Some(fault(format!("artifact {} cannot be read: {e}", a.path))),
+        };
+        let stamp = (
+            m.ino(),
+            m.len(),
+            i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        );
+        let hashed = match memo.get(&a.path) {
+            Some((ino, len, mtime, h)) if (*ino, *len, *mtime) == stamp => h.clone(),
+            _ => match std::fs::read(&path) {
+                Ok(bytes) => {
+                    let h = proto::evidence::sha256_hex(&bytes);
+                    memo.insert(a.path.clone(), (stamp.0, stamp.1, stamp.2, h.clone()));
+                    h
+                }
+                Err(e) => return Some(fault(format!("artifact {} cannot be read: {e}", a.path))),
+            },
+        };
+        if &hashed != want {
+            return Some(fault(format!(
+                "artifact {} no longer hashes to the sha256 this line cites (it hashes to {} now)",
+                a.path,
+                &hashed[..12]
+            )));
+        }
+    }
+    memo.retain(|p, _| seen.contains(p.as_str()));
+    None
 }
 
 /// One store's ledger, as its writer holds it.
@@ -360,6 +425,9 @@ impl Ledger {
             let line = proto::json::compact(&Value::Object(ev.clone()));
             if read.broken.is_none() && !read.partial {
                 tail.rules.take(&ev);
+                let cited = rules::artifacts(&ev).unwrap_or_default();
+                read.artifacts
+                    .extend(cited.into_iter().map(|a| (tail.seq, a)));
             }
             tail.hash = rules::line_hash(&line);
             tail.ts = Some(ts.clone());

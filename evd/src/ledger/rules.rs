@@ -177,7 +177,78 @@ pub fn check_envelope(ev: &Map<String, Value>) -> Result<(), Violation> {
     if !matches!(ev.get("payload"), Some(Value::Object(_))) {
         return Err(Violation::new("envelope", "payload must be an object"));
     }
+    artifacts(ev)?;
     Ok(())
+}
+
+/// One artifact an event cites: its path under the store's host-local area (`results/`), and
+/// the sha256 it cites, when it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub path: String,
+    pub sha256: Option<String>,
+}
+
+/// The artifacts an event's payload cites (`artifacts`, seed 002), held to seed 003's rule 4:
+/// they live only under `runs/<run_id>/` — the payload's own `run_id` when it names one, else
+/// the event's — each path plain (relative, no `.` or `..` or empty part), each `sha256` 64
+/// lowercase hex.
+pub fn artifacts(ev: &Map<String, Value>) -> Result<Vec<Artifact>, Violation> {
+    let Some(Value::Object(p)) = ev.get("payload") else {
+        return Ok(Vec::new());
+    };
+    let list = match p.get("artifacts") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(Violation::new("artifacts", "artifacts must be an array")),
+    };
+    let run = p
+        .get("run_id")
+        .and_then(Value::as_str)
+        .or_else(|| ev.get("run_id").and_then(Value::as_str))
+        .unwrap_or("");
+    let dir = format!("runs/{run}/");
+    let mut out = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let Some(path) = a.get("path").and_then(Value::as_str) else {
+            return Err(Violation::new(
+                "artifacts",
+                format!("artifact {i} has no path"),
+            ));
+        };
+        let plain = !path.contains('\\')
+            && path
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..");
+        let rest = path.strip_prefix(&dir).unwrap_or_default();
+        if run.is_empty() || !plain || rest.is_empty() {
+            return Err(Violation::new(
+                "artifacts",
+                format!(
+                    "artifact {path:?} is not under {dir}: a run's artifacts live only in its own directory (seed 003, rule 4)"
+                ),
+            ));
+        }
+        let sha256 = match a.get("sha256") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(h))
+                if h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                Some(h.clone())
+            }
+            Some(_) => {
+                return Err(Violation::new(
+                    "artifacts",
+                    format!("artifact {path:?}: sha256 must be 64 lowercase hex digits"),
+                ))
+            }
+        };
+        out.push(Artifact {
+            path: path.to_string(),
+            sha256,
+        });
+    }
+    Ok(out)
 }
 
 /// `ts`, `seq` and `prev` as the writer set them: `seq` one more than the line before, `prev`

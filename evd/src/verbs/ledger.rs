@@ -66,6 +66,7 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
     // evd's own events waiting go first: the ledger keeps the order things happened in.
     store.write_journal();
     let host = ledger::host(store.root());
+    let results = store.results_dir();
     let needs_git = req.events.iter().any(|e| e.get("git").is_none());
     let git = if needs_git {
         git_now(store)
@@ -92,6 +93,15 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
         );
         let ev = ledger::from_client(v.clone(), &host, &git).map_err(|e| refusal(&e, &what))?;
         rules.admit(&ev).map_err(|e| refusal(&e, &what))?;
+        // The artifacts it cites must be there, and hash as it says, before it is written.
+        let cited: Vec<(u64, ledger::rules::Artifact)> = ledger::rules::artifacts(&ev)
+            .map_err(|e| refusal(&e, &what))?
+            .into_iter()
+            .map(|a| (0, a))
+            .collect();
+        if let Some(b) = ledger::file::artifact_fault(&results, &cited, &mut Default::default()) {
+            return Err(refusal(&b.violation, &what));
+        }
         rules.take(&ev);
         events.push(ev);
     }
@@ -110,13 +120,20 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
 /// `ev.ledger.verify`.
 pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
     store.require()?;
+    let results = store.results_dir();
     let path = store.ledger.path().display().to_string();
     let read = store
         .ledger
         .read()
         .map_err(|e| Refusal::io(format!("reading the ledger: {e}")))?;
     let lines = read.lines;
-    let Some(b) = read.broken.clone() else {
+    let broken = match &read.broken {
+        Some(b) => Some(b.clone()),
+        None => {
+            ledger::file::artifact_fault(&results, &read.artifacts, &mut store.artifacts_hashed)
+        }
+    };
+    let Some(b) = broken else {
         return Ok(LedgerVerifyResult {
             path,
             lines,
