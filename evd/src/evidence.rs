@@ -609,6 +609,6 @@ pub fn sync(store: &mut crate::store::Store) -> Result<u64, Refusal> {
         cache.generation = next;
     }
     let generation = cache.generation;
-    store.note_evidence_changes(changes);
+    store.note_changes(changes);
     Ok(generation)
 }

@@ -11,70 +11,161 @@ use serde_json::{Map, Value};
 
 use crate::check_memo::Evaluation;
 use crate::ledger::replay::{
-    self, chunks, digest_of, ground_key, receipt_value, tick_number, BASIS_CHANGED,
+    self, digest_of, ground_key, receipt_value, tick_number, BASIS_CHANGED, CHUNK,
     RECEIPTS_OBSERVED,
 };
 use crate::store::Store;
 use crate::verbs::check::Evaluated;
 
+/// Past this many bytes of basis events, they are written to the ledger as they are made
+/// rather than kept with the journal (a large store's first check records every receipt and
+/// every current tick: they never sit in memory whole).
+const DIRECT: usize = 1 << 20;
+
 /// Journal what `e` rests on that the ledger does not hold yet; returns the `check_run`'s
 /// `basis`.
 pub fn record(store: &mut Store, e: &Evaluated) -> Map<String, Value> {
     store.load_known();
-    observe_receipts(store, &e.eval);
-    basis_changed(store, &e.eval);
+    let mut out = Outbox {
+        store,
+        waiting: Vec::new(),
+        weight: 0,
+        direct: false,
+    };
+    observe_receipts(&mut out, &e.eval);
+    basis_changed(&mut out, &e.eval);
+    let store = out.finish();
     let b = &e.basis;
-    let mut out = Map::new();
-    out.insert("now".into(), crate::clock::format(e.now).into());
-    out.insert("policy".into(), b.policy.clone().into());
-    out.insert("reference".into(), b.reference.clone().into());
-    out.insert("staleness_days".into(), b.staleness_days.into());
-    out.insert(
+    let mut basis = Map::new();
+    basis.insert("now".into(), crate::clock::format(e.now).into());
+    basis.insert("policy".into(), b.policy.clone().into());
+    basis.insert("reference".into(), b.reference.clone().into());
+    basis.insert("staleness_days".into(), b.staleness_days.into());
+    basis.insert(
         "attest".into(),
         b.attest.clone().map_or(Value::Null, Value::from),
     );
-    out.insert("offline".into(), b.offline.into());
-    out.insert("head".into(), b.head.clone().into());
+    basis.insert("offline".into(), b.offline.into());
+    basis.insert("head".into(), b.head.clone().into());
     let said = store.known().and_then(|k| k.selected.clone());
     if said.as_ref() != Some(&b.selected) {
-        out.insert(
+        basis.insert(
             "selected".into(),
             replay::selected_value(b.selected.as_ref()),
         );
     }
-    out
+    basis
+}
+
+/// Basis events on their way to the ledger: kept with the journal while they are few, written
+/// straight to it in batches once they weigh more than [`DIRECT`] (after what the journal
+/// held, so that the ledger keeps the order things happened in).
+struct Outbox<'s> {
+    store: &'s mut Store,
+    waiting: Vec<(&'static str, Map<String, Value>)>,
+    weight: usize,
+    direct: bool,
+}
+
+impl<'s> Outbox<'s> {
+    fn push(&mut self, event_type: &'static str, payload: Map<String, Value>, weight: usize) {
+        self.waiting.push((event_type, payload));
+        self.weight += weight;
+        if self.weight > DIRECT {
+            self.write();
+        }
+    }
+
+    fn write(&mut self) {
+        if !self.direct {
+            self.store.write_journal();
+            self.direct = true;
+        }
+        self.store.write_now(std::mem::take(&mut self.waiting));
+        self.weight = 0;
+    }
+
+    /// The rest: written too once any was, else left with the journal.
+    fn finish(mut self) -> &'s mut Store {
+        if self.direct {
+            if !self.waiting.is_empty() {
+                self.write();
+            }
+        } else {
+            for (t, p) in std::mem::take(&mut self.waiting) {
+                self.store.journal(t, p);
+            }
+        }
+        self.store
+    }
+}
+
+/// A basis event's payload as it fills up, flushed to the outbox at [`CHUNK`] bytes.
+struct Filling {
+    event_type: &'static str,
+    payload: Map<String, Value>,
+    weight: usize,
+}
+
+impl Filling {
+    fn new(event_type: &'static str) -> Filling {
+        Filling {
+            event_type,
+            payload: Map::new(),
+            weight: 0,
+        }
+    }
+
+    /// Make room for `weight` more bytes (and, with `fresh`, for something this payload must
+    /// not already hold).
+    fn room(&mut self, out: &mut Outbox<'_>, weight: usize, fresh: bool) {
+        if !self.payload.is_empty() && (self.weight + weight > CHUNK || fresh) {
+            self.flush(out);
+        }
+        self.weight += weight;
+    }
+
+    fn flush(&mut self, out: &mut Outbox<'_>) {
+        if !self.payload.is_empty() {
+            let p = std::mem::take(&mut self.payload);
+            out.push(self.event_type, p, self.weight);
+        }
+        self.weight = 0;
+    }
 }
 
 /// `receipts_observed` for every receipt file the evaluation read whose receipts are not the
 /// ones the ledger holds: the new ones after those it holds, or all of them when the file was
-/// rewritten. Only files that changed since the last `check_run` are compared.
-fn observe_receipts(store: &mut Store, eval: &Evaluation) {
-    let generation = store.receipts.generation();
-    let Some(known) = store.known() else {
+/// rewritten (a file too big for one event is taken apart: its first part replaces or appends,
+/// the rest append). Only files that changed since the last `check_run` are compared.
+fn observe_receipts(out: &mut Outbox<'_>, eval: &Evaluation) {
+    let generation = out.store.receipts.generation();
+    let Some(known) = out.store.known() else {
         return;
     };
     if known.receipts_generation == Some(generation) {
         return;
     }
     let changed: Option<HashSet<String>> = known.receipts_generation.and_then(|g| {
-        store
+        out.store
             .receipts
             .changed_since(g)
             .map(|s| s.into_iter().map(str::to_string).collect())
     });
     let mut looked = HashSet::new();
-    let mut files: Vec<((String, Value), usize)> = Vec::new();
+    let mut event = Filling::new(RECEIPTS_OBSERVED);
     for part in &eval.parts {
         for (_, selector, _) in part.tick.test_bindings() {
             let key = proto::id::receipt_key(selector);
             if changed.as_ref().is_some_and(|c| !c.contains(&key)) || !looked.insert(key.clone()) {
                 continue;
             }
-            let recs = store.receipts.get_keyed(&key, selector);
             let Some(number) = crate::check_memo::receipt_key_number(&key) else {
                 continue;
             };
-            let (count, digest) = store
+            let recs = out.store.receipts.get_keyed(&key, selector);
+            let (count, digest) = out
+                .store
                 .known()
                 .and_then(|k| k.receipts.get(&number).copied())
                 .unwrap_or((0, 0));
@@ -88,61 +179,54 @@ fn observe_receipts(store: &mut Store, eval: &Evaluation) {
             } else {
                 0
             };
-            let list: Vec<(Value, usize)> = recs[from..]
-                .iter()
-                .map(|r| {
-                    let v = receipt_value(r);
-                    let w = proto::json::compact(&v).len() + 1;
-                    (v, w)
-                })
-                .collect();
-            let runs = chunks(list);
-            if runs.is_empty() {
-                // Emptied (or unreadable, which reads as empty).
-                files.push(((key, serde_json::json!({"from": 0, "receipts": []})), 32));
-                continue;
-            }
-            // A file too big for one event is taken apart: the first part replaces (or
-            // appends), the rest append.
             let mut at = from;
-            for (run, weight) in runs {
-                let n = run.len();
-                files.push((
-                    (
+            let mut part: Vec<Value> = Vec::new();
+            let mut weight = 0;
+            let put = |event: &mut Filling, out: &mut Outbox<'_>, list: Vec<Value>, at, w| {
+                let again = event
+                    .payload
+                    .get("files")
+                    .is_some_and(|f| f.get(&key).is_some());
+                event.room(out, w + 32, again);
+                let files = event
+                    .payload
+                    .entry("files")
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(f) = files {
+                    let at: usize = at;
+                    f.insert(
                         key.clone(),
-                        serde_json::json!({"from": at, "receipts": run}),
-                    ),
-                    weight,
-                ));
-                at += n;
+                        serde_json::json!({"from": at, "receipts": list}),
+                    );
+                }
+            };
+            for r in &recs[from..] {
+                let v = receipt_value(r);
+                let w = proto::json::compact(&v).len() + 1;
+                if weight + w > CHUNK && !part.is_empty() {
+                    let n = part.len();
+                    put(&mut event, out, std::mem::take(&mut part), at, weight);
+                    at += n;
+                    weight = 0;
+                }
+                part.push(v);
+                weight += w;
+            }
+            // The last part (or, for a file now empty or unreadable, none: it replaces).
+            if !part.is_empty() || recs.len() == from {
+                put(&mut event, out, part, at, weight);
             }
         }
     }
-    for (run, _) in chunks(files) {
-        // One file at most once per event (the parts of a large one follow one another).
-        let mut events = vec![Map::new()];
-        for (key, f) in run {
-            if events.last().is_some_and(|e| e.contains_key(&key)) {
-                events.push(Map::new());
-            }
-            if let Some(e) = events.last_mut() {
-                e.insert(key, f);
-            }
-        }
-        for files in events.into_iter().filter(|f| !f.is_empty()) {
-            let mut p = Map::new();
-            p.insert("files".into(), Value::Object(files));
-            store.journal(RECEIPTS_OBSERVED, p);
-        }
-    }
-    if let Some(k) = store.known_mut() {
+    event.flush(out);
+    if let Some(k) = out.store.known_mut() {
         k.receipts_generation = Some(generation);
     }
 }
 
 /// `basis_changed` when the live ticks or git's answers are not what the ledger holds.
-fn basis_changed(store: &mut Store, eval: &Evaluation) {
-    let Some(known) = store.known() else {
+fn basis_changed(out: &mut Outbox<'_>, eval: &Evaluation) {
+    let Some(known) = out.store.known() else {
         return;
     };
     if known.serial == Some(eval.serial) {
@@ -151,7 +235,6 @@ fn basis_changed(store: &mut Store, eval: &Evaluation) {
     let mut add = Vec::new();
     let mut live = HashSet::with_capacity(eval.parts.len());
     let mut git: Vec<(String, u8)> = Vec::new();
-    let mut current_git = HashSet::new();
     for p in &eval.parts {
         let id = p.tick.id();
         let n = tick_number(id);
@@ -161,66 +244,59 @@ fn basis_changed(store: &mut Store, eval: &Evaluation) {
         }
         for r in p.kept_rows().iter() {
             let g = u32::try_from(r.ground_index).unwrap_or(u32::MAX);
-            let was = known.git.get(&(n, g)).copied().unwrap_or(0);
-            if r.git != 0 {
-                current_git.insert((n, g));
-            }
-            if r.git != was {
+            if r.git != known.git.get(&(n, g)).copied().unwrap_or(0) {
                 git.push((ground_key(id, r.ground_index), r.git));
             }
         }
     }
-    // Ticks that left the view: their ids are not at hand as text, so the ledger's own fold
-    // knows them only by number; the evaluation that recorded them did by id.
+    // Ticks that left the view (the fold knows them by number: 12 hex digits spell it).
     let drop: Vec<String> = known
         .live
         .iter()
         .filter(|n| !live.contains(n))
         .map(|n| format!("{n:012x}"))
         .collect();
-    // Git answers of grounds no longer evaluated (their tick left) go back to none.
-    for (n, g) in known.git.keys() {
-        if !current_git.contains(&(*n, *g)) && !live.contains(n) {
-            git.push((format!("{n:012x}/{g}"), 0));
-        }
-    }
-    let mut items: Vec<((&str, Value), usize)> = Vec::new();
-    items.extend(drop.into_iter().map(|id| (("drop", Value::from(id)), 16)));
-    items.extend(add.into_iter().map(|id| (("add", Value::from(id)), 16)));
-    items.extend(
-        git.into_iter()
-            .map(|(k, b)| (("git", serde_json::json!([k, b])), 24)),
+    // Their grounds' git answers go back to none.
+    git.extend(
+        known
+            .git
+            .keys()
+            .filter(|(n, _)| !live.contains(n))
+            .map(|(n, g)| (format!("{n:012x}/{g}"), 0)),
     );
-    for (run, _) in chunks(items) {
-        let (mut adds, mut drops, mut bits) = (Vec::new(), Vec::new(), Map::new());
-        for (which, v) in run {
-            match which {
-                "add" => adds.push(v),
-                "drop" => drops.push(v),
-                _ => {
-                    if let (Some(k), Some(b)) = (v[0].as_str(), v[1].as_u64()) {
-                        bits.insert(k.to_string(), b.into());
-                    }
-                }
+    let mut event = Filling::new(BASIS_CHANGED);
+    let list = |event: &mut Filling, which: &str| -> Option<Vec<Value>> {
+        match event.payload.get_mut("live").and_then(|l| l.get_mut(which)) {
+            Some(Value::Array(a)) => Some(std::mem::take(a)),
+            _ => None,
+        }
+    };
+    for (which, ids) in [("drop", drop), ("add", add)] {
+        for id in ids {
+            event.room(out, id.len() + 3, false);
+            let mut l = list(&mut event, which).unwrap_or_default();
+            l.push(id.into());
+            let live = event
+                .payload
+                .entry("live")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(o) = live {
+                o.insert(which.into(), l.into());
             }
         }
-        let mut p = Map::new();
-        let mut l = Map::new();
-        if !adds.is_empty() {
-            l.insert("add".into(), adds.into());
-        }
-        if !drops.is_empty() {
-            l.insert("drop".into(), drops.into());
-        }
-        if !l.is_empty() {
-            p.insert("live".into(), Value::Object(l));
-        }
-        if !bits.is_empty() {
-            p.insert("git".into(), Value::Object(bits));
-        }
-        store.journal(BASIS_CHANGED, p);
     }
-    if let Some(k) = store.known_mut() {
+    for (k, bits) in git {
+        event.room(out, k.len() + 6, false);
+        let g = event
+            .payload
+            .entry("git")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(o) = g {
+            o.insert(k, bits.into());
+        }
+    }
+    event.flush(out);
+    if let Some(k) = out.store.known_mut() {
         k.serial = Some(eval.serial);
     }
 }

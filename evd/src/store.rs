@@ -958,6 +958,64 @@ impl Store {
             self.journal_since = None;
             return;
         }
+        match self.append_own(self.journal.clone()) {
+            Ok(()) => {
+                self.journal_started = true;
+                self.journal.clear();
+                self.journal_since = None;
+            }
+            Err(e) => {
+                tracing::warn!(store = %self.root.display(), error = %e, "cannot write the ledger");
+                self.journal_since = Some(std::time::Instant::now());
+            }
+        }
+    }
+
+    /// Write `events` of evd's own to the ledger now, after whatever the journal holds (basis
+    /// events too large to wait in memory). When they cannot be written, they join the journal
+    /// to be tried again.
+    pub fn write_now(
+        &mut self,
+        events: Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>,
+    ) {
+        self.write_journal();
+        if !self.lock_is_valid() || !self.results_dir().is_dir() {
+            return;
+        }
+        if !self.journal.is_empty() {
+            // The journal could not be written: these wait behind it.
+            for (t, p) in events {
+                self.journal(t, p);
+            }
+            return;
+        }
+        if let Some(k) = self.replay_known.as_mut() {
+            for (t, p) in &events {
+                k.fold(t, p);
+            }
+        }
+        if let Err(e) = self.append_own(events.clone()) {
+            tracing::warn!(store = %self.root.display(), error = %e, "cannot write the ledger");
+            // Already folded: they wait in the journal as they are.
+            self.journal.extend(events);
+            self.journal_since = Some(std::time::Instant::now());
+        } else {
+            self.journal_started = true;
+        }
+    }
+
+    /// Append evd's own `events` to the ledger, each with its envelope (the git facts asked at
+    /// most every [`JOURNAL_GIT_FOR`]), after this run's `daemon_started` if they are its first.
+    fn append_own(
+        &mut self,
+        mut events: Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>,
+    ) -> std::io::Result<()> {
+        if !self.journal_started {
+            let mut p = serde_json::Map::new();
+            p.insert("pid".into(), std::process::id().into());
+            p.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+            events.insert(0, ("daemon_started", p));
+        }
         let git = match &self.journal_git {
             Some((at, g)) if at.elapsed() < JOURNAL_GIT_FOR => g.clone(),
             _ => {
@@ -968,33 +1026,13 @@ impl Store {
         };
         let host = crate::ledger::host(&self.root);
         let agent = crate::verbs::ledger::own_agent();
-        let mut events = Vec::with_capacity(self.journal.len() + 1);
-        if !self.journal_started {
-            let mut p = serde_json::Map::new();
-            p.insert("pid".into(), std::process::id().into());
-            p.insert("version".into(), env!("CARGO_PKG_VERSION").into());
-            events.push(crate::ledger::own_event(
-                "daemon_started",
-                agent,
-                &host,
-                &git,
-                p,
-            ));
-        }
-        for (t, p) in &self.journal {
-            events.push(crate::ledger::own_event(t, agent, &host, &git, p.clone()));
-        }
-        match self.ledger.append_own(events, &crate::clock::now_rfc3339()) {
-            Ok(_) => {
-                self.journal_started = true;
-                self.journal.clear();
-                self.journal_since = None;
-            }
-            Err(e) => {
-                tracing::warn!(store = %self.root.display(), error = %e, "cannot write the ledger");
-                self.journal_since = Some(std::time::Instant::now());
-            }
-        }
+        let events = events
+            .into_iter()
+            .map(|(t, p)| crate::ledger::own_event(t, agent, &host, &git, p))
+            .collect();
+        self.ledger
+            .append_own(events, &crate::clock::now_rfc3339())
+            .map(|_| ())
     }
 
     /// Do the work [`Store::idle_work_at`] announced. Also run when the store is dropped.
@@ -1127,22 +1165,14 @@ impl Store {
         if baseline {
             Vec::new()
         } else {
-            self.unsent.extend(changes.iter().cloned());
-            for c in &changes {
-                let mut p = serde_json::Map::new();
-                p.insert("tick_id".into(), c.tick_id.clone().into());
-                p.insert("ground_index".into(), c.ground_index.into());
-                p.insert("old".into(), c.old.clone().into());
-                p.insert("new".into(), c.new.clone().into());
-                self.journal("verdict_changed", p);
-            }
+            self.note_changes(changes.clone());
             changes
         }
     }
 
-    /// Changes of what cited evidence reads (see [`crate::evidence::sync`]): pushed to the
-    /// subscribers and journaled like verdict changes.
-    pub fn note_evidence_changes(&mut self, changes: Vec<proto::rpc::VerdictChange>) {
+    /// Verdict changes (and changes of what cited evidence reads, see
+    /// [`crate::evidence::sync`]): journaled, and queued for the subscribers.
+    pub fn note_changes(&mut self, changes: Vec<proto::rpc::VerdictChange>) {
         for c in &changes {
             let mut p = serde_json::Map::new();
             p.insert("tick_id".into(), c.tick_id.clone().into());

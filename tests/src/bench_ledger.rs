@@ -35,6 +35,17 @@ fn call(w: &World, method: &str, params: Value) -> Res<Value> {
     }
 }
 
+/// The intent every bench plan belongs to, appended first.
+fn start_intent(w: &World, ctx: &Value) -> Res<()> {
+    call(
+        w,
+        "ev.ledger.append",
+        json!([{"context": ctx, "events": [event(0, "intent_created",
+        json!({"intent_id": "I-bench", "parent_intent_id": null, "goal": "bench"}))]}]),
+    )
+    .map(|_| ())
+}
+
 fn event(i: usize, t: &str, payload: Value) -> Value {
     json!({"schema_version": "1.1", "event_type": t, "run_id": format!("R-bench-{}", i / 1000),
            "agent_id": "bench-planner", "payload": payload,
@@ -78,12 +89,7 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
     let mut daemon = w.start_daemon()?;
     w.evctl(&root, &["init"])?;
     let ctx = json!({"store": root.display().to_string()});
-    call(
-        w,
-        "ev.ledger.append",
-        json!([{"context": ctx, "events": [event(0, "intent_created",
-        json!({"intent_id": "I-bench", "parent_intent_id": null, "goal": "bench"}))]}]),
-    )?;
+    start_intent(w, &ctx)?;
 
     println!("\n-- ledger append through evd (fsync'd) --");
     let mut i = 0usize;
@@ -357,12 +363,7 @@ fn replay(w: &World) -> Res<(u64, u64, Duration, Duration)> {
     }
     let mut daemon = w.start_daemon()?;
     let ctx = json!({"store": root.display().to_string()});
-    call(
-        w,
-        "ev.ledger.append",
-        json!([{"context": ctx, "events": [event(0, "intent_created",
-        json!({"intent_id": "I-bench", "parent_intent_id": null, "goal": "bench"}))]}]),
-    )?;
+    start_intent(w, &ctx)?;
     let started = Instant::now();
     for i in 0..300usize {
         // CI appends a receipt like the file's last one, run later.

@@ -2,6 +2,7 @@
 //! `.ci/run` installs it) opens a guarded file, receives the diagnostic, sees it turn red after
 //! another process records a red receipt, hovers, and runs the server's commands.
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,54 @@ fn millis_now() -> f64 {
 /// A Lua string literal (long brackets cannot be closed by a path).
 fn lua_str(s: &str) -> String {
     format!("[==[{s}]==]")
+}
+
+/// Run Neovim headless on `script` (given `EVCTL`, `REPO`, `PHASE1` and `RESULT`) in the
+/// repository at `p`; once the script has written `PHASE1` (it has seen `first`), run `then`,
+/// another process's doing. Returns what the script wrote to `RESULT`, which must not hold an
+/// `error`.
+fn run_nvim(w: &World, p: &Path, script: &str, first: &str, then: impl FnOnce()) -> Value {
+    let nvim = nvim();
+    let work = tempfile::tempdir().expect("tempdir");
+    let phase1 = work.path().join("phase1.json");
+    let result = work.path().join("result.json");
+    let file = work.path().join("script.lua");
+    let head = format!(
+        "local EVCTL = {}\nlocal REPO = {}\nlocal PHASE1 = {}\nlocal RESULT = {}\n",
+        lua_str(&bin("evctl").display().to_string()),
+        lua_str(&p.display().to_string()),
+        lua_str(&phase1.display().to_string()),
+        lua_str(&result.display().to_string()),
+    );
+    std::fs::write(&file, head + script).expect("write script");
+    let mut child = w
+        .command(&nvim)
+        .current_dir(p)
+        .args(["--headless", "--clean", "-n", "-i", "NONE", "-c"])
+        .arg(format!("luafile {}", file.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start nvim");
+    let limit = Instant::now() + Duration::from_secs(150);
+    let waited = wait_until(Duration::from_secs(60), || phase1.exists());
+    if waited {
+        then();
+    }
+    while Instant::now() < limit && !matches!(child.try_wait(), Ok(Some(_))) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !matches!(child.try_wait(), Ok(Some(_))) {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("nvim output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(waited, "nvim never saw {first}; stderr:\n{stderr}");
+    let text = std::fs::read_to_string(&result)
+        .unwrap_or_else(|e| panic!("nvim wrote no result ({e}); stderr:\n{stderr}"));
+    let v: Value = serde_json::from_str(&text).expect("result is JSON");
+    assert!(v.get("error").is_none(), "the script failed: {v}");
+    v
 }
 
 const SCRIPT: &str = r#"
@@ -116,7 +165,7 @@ vim.cmd('qa!')
 
 #[test]
 fn neovim_shows_live_verdicts_and_runs_the_commands() {
-    let nvim = nvim();
+    nvim();
     let w = World::new();
     let repo = Repo::new();
     let p = repo.path();
@@ -151,53 +200,13 @@ fn neovim_shows_live_verdicts_and_runs_the_commands() {
     .ok();
     w.evctl(p, &["check", "--run"]).ok();
 
-    let work = tempfile::tempdir().expect("tempdir");
-    let phase1 = work.path().join("phase1.json");
-    let result = work.path().join("result.json");
-    let script = work.path().join("script.lua");
-    let head = format!(
-        "local EVCTL = {}\nlocal REPO = {}\nlocal PHASE1 = {}\nlocal RESULT = {}\n",
-        lua_str(&bin("evctl").display().to_string()),
-        lua_str(&p.display().to_string()),
-        lua_str(&phase1.display().to_string()),
-        lua_str(&result.display().to_string()),
-    );
-    std::fs::write(&script, head + SCRIPT).expect("write script");
-
-    let mut child = w
-        .command(&nvim)
-        .current_dir(p)
-        .args(["--headless", "--clean", "-n", "-i", "NONE", "-c"])
-        .arg(format!("luafile {}", script.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start nvim");
-    let limit = Instant::now() + Duration::from_secs(150);
-    let waited = wait_until(Duration::from_secs(60), || phase1.exists());
     let mut red_done = 0.0;
-    if waited {
+    let v = run_nvim(&w, p, SCRIPT, "the first diagnostic", || {
         // Another process: make the test fail and record a red receipt.
         std::fs::write(p.join("broken"), "").expect("write");
         w.evctl(p, &["check", "--run"]).ok();
         red_done = millis_now();
-    }
-    while Instant::now() < limit && !matches!(child.try_wait(), Ok(Some(_))) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if !matches!(child.try_wait(), Ok(Some(_))) {
-        let _ = child.kill();
-    }
-    let out = child.wait_with_output().expect("nvim output");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        waited,
-        "nvim never saw the first diagnostic; stderr:\n{stderr}"
-    );
-    let text = std::fs::read_to_string(&result)
-        .unwrap_or_else(|e| panic!("nvim wrote no result ({e}); stderr:\n{stderr}"));
-    let v: Value = serde_json::from_str(&text).expect("result is JSON");
-    assert!(v.get("error").is_none(), "the script failed: {v}");
+    });
 
     // 1. Green, as a hint, naming decision, ground, blame and the run.
     let first = &v["first"];
@@ -352,7 +361,7 @@ vim.cmd('qa!')
 /// as evidence" gives the same marker `evctl cite` does.
 #[test]
 fn neovim_shows_evidence_at_its_span_and_cites_the_selection() {
-    let nvim = nvim();
+    nvim();
     let w = World::new();
     let repo = Repo::new();
     let p = repo.path();
@@ -387,45 +396,9 @@ fn neovim_shows_evidence_at_its_span_and_cites_the_selection() {
     // The edit another process makes while the editor looks: the cited line's digits change.
     let edited = "p50 3.1 ms\np99 5.9 ms\n";
 
-    let work = tempfile::tempdir().expect("tempdir");
-    let phase1 = work.path().join("phase1.json");
-    let result = work.path().join("result.json");
-    let script = work.path().join("script.lua");
-    let head = format!(
-        "local EVCTL = {}\nlocal REPO = {}\nlocal PHASE1 = {}\nlocal RESULT = {}\n",
-        lua_str(&bin("evctl").display().to_string()),
-        lua_str(&p.display().to_string()),
-        lua_str(&phase1.display().to_string()),
-        lua_str(&result.display().to_string()),
-    );
-    std::fs::write(&script, head + EVIDENCE_SCRIPT).expect("write script");
-    let mut child = w
-        .command(&nvim)
-        .current_dir(p)
-        .args(["--headless", "--clean", "-n", "-i", "NONE", "-c"])
-        .arg(format!("luafile {}", script.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start nvim");
-    let limit = Instant::now() + Duration::from_secs(150);
-    let waited = wait_until(Duration::from_secs(60), || phase1.exists());
-    if waited {
+    let v = run_nvim(&w, p, EVIDENCE_SCRIPT, "the citation", || {
         std::fs::write(p.join("bench/p99.txt"), edited).expect("edit");
-    }
-    while Instant::now() < limit && !matches!(child.try_wait(), Ok(Some(_))) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    if !matches!(child.try_wait(), Ok(Some(_))) {
-        let _ = child.kill();
-    }
-    let out = child.wait_with_output().expect("nvim output");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(waited, "nvim never saw the citation; stderr:\n{stderr}");
-    let text = std::fs::read_to_string(&result)
-        .unwrap_or_else(|e| panic!("nvim wrote no result ({e}); stderr:\n{stderr}"));
-    let v: Value = serde_json::from_str(&text).expect("result is JSON");
-    assert!(v.get("error").is_none(), "the script failed: {v}");
+    });
 
     // 1. At the cited span (line 2 of the file: 0-based line 1, through the newline), holding.
     let holds = &v["holds"];

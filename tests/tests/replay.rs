@@ -39,31 +39,11 @@ fn setup(w: &World) -> (Repo, String) {
     git(p, &["commit", "-q", "-m", "deps"]);
     w.evctl(p, &["init"]).ok();
     std::fs::write(r.ev_dir().join("config"), "staleness_ref = \"none\"\n").expect("config");
-    let out = w
-        .evctl(
-            p,
-            &[
-                "decide",
-                "no Redis",
-                "--assume",
-                "the db coordinates pods",
-                "--assume-test",
-                "test ! -e broken",
-                "--counter-test",
-                "test -e broken",
-                "--on-platform",
-                "local",
-                "--triggered-by",
-                "deps.txt",
-                "--surface",
-                "deps",
-                "--verified-at-sha",
-                &r.head(),
-                "--blame",
-                "Wang Yu",
-            ],
-        )
-        .ok();
+    let mut args: Vec<String> = ["decide", "no Redis", "--assume", "the db coordinates pods"]
+        .map(String::from)
+        .to_vec();
+    args.extend(binding("test ! -e broken", "test -e broken", &r.head()));
+    let out = w.evctl(p, &args).ok();
     let id = out
         .stdout
         .split_whitespace()
@@ -71,6 +51,28 @@ fn setup(w: &World) -> (Repo, String) {
         .expect("id")
         .to_string();
     (r, id)
+}
+
+/// The flags of a test ground run on `local`, triggered by `deps.txt`, verified at `head`.
+fn binding(test: &str, counter: &str, head: &str) -> Vec<String> {
+    [
+        "--assume-test",
+        test,
+        "--counter-test",
+        counter,
+        "--on-platform",
+        "local",
+        "--triggered-by",
+        "deps.txt",
+        "--surface",
+        "deps",
+        "--verified-at-sha",
+        head,
+        "--blame",
+        "Wang Yu",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// `evctl --json ledger replay`: its exit code and answer.
@@ -143,31 +145,17 @@ fn every_check_replays_to_the_fingerprint_it_recorded() {
     let local = w.evctl_env(p, &[("EVD_NO_DAEMON", "1")], &["check"]);
     assert!(local.stdout.starts_with("stale\t"), "{local:?}");
     // The decision is superseded: its tick leaves, the new one enters.
-    w.evctl(
-        p,
-        &[
-            "supersede",
-            &id,
-            "let pods agree through the db",
-            "--assume",
-            "pods agree through the db",
-            "--assume-test",
-            "true",
-            "--counter-test",
-            "false",
-            "--on-platform",
-            "local",
-            "--triggered-by",
-            "deps.txt",
-            "--surface",
-            "deps",
-            "--verified-at-sha",
-            &r.head(),
-            "--blame",
-            "Wang Yu",
-        ],
-    )
-    .ok();
+    let mut args: Vec<String> = [
+        "supersede",
+        id.as_str(),
+        "let pods agree through the db",
+        "--assume",
+        "pods agree through the db",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(binding("true", "false", &r.head()));
+    w.evctl(p, &args).ok();
     check(&w, &r);
     w.evctl(p, &["check", "--run"]).ok();
     assert!(check(&w, &r).starts_with("green\t"));
@@ -309,4 +297,56 @@ fn a_receipt_changed_in_the_ledger_fails_the_replay_even_with_the_chain_rewritte
     )
     .expect("restore");
     assert_eq!(replay(&w, &r).0, 0);
+}
+
+/// A receipts file far larger than one ledger line (CI has been appending for years) is
+/// recorded in parts, written to the ledger as they are made rather than held in memory, and
+/// replays like any other.
+#[test]
+fn a_receipts_file_too_large_for_one_event_is_recorded_in_parts_and_replays() {
+    let w = World::new();
+    let (r, _) = setup(&w);
+    let head = r.head();
+    let years: String = (0..8_000)
+        .map(|i| {
+            format!(
+                "{{\"commit\":\"{head}\",\"platform\":\"local\",\"ran_at\":\"2026-01-{:02}T{:02}:{:02}:00Z\",\"result\":\"{}\",\"test\":\"test ! -e broken\"}}\n",
+                1 + i / 1440 % 28,
+                i / 60 % 24,
+                i % 60,
+                if i % 3 == 0 { "red" } else { "green" }
+            )
+        })
+        .collect();
+    let file = r.ev_dir().join(format!(
+        "results/receipts/{}.jsonl",
+        proto::id::receipt_key("test ! -e broken")
+    ));
+    std::fs::create_dir_all(file.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&file, years).expect("write");
+    check(&w, &r);
+    ci_receipt(&r, "green", "2099-01-01T00:00:00Z");
+    assert!(check(&w, &r).starts_with("green\t"));
+    w.evctl(r.path(), &["shutdown"]).ok();
+    let key = proto::id::receipt_key("test ! -e broken");
+    let parts: Vec<(u64, usize)> = events(&r)
+        .iter()
+        .filter(|e| e["event_type"] == "receipts_observed")
+        .filter_map(|e| {
+            let f = &e["payload"]["files"][&key];
+            Some((f["from"].as_u64()?, f["receipts"].as_array()?.len()))
+        })
+        .collect();
+    assert!(parts.len() > 2, "{parts:?}");
+    // Each part starts where the one before ended; the last one is the single new receipt.
+    let mut at = 0;
+    for (from, n) in &parts {
+        assert_eq!(*from, at, "{parts:?}");
+        at += *n as u64;
+    }
+    assert_eq!(at, 8_001);
+    assert_eq!(parts.last().map(|p| p.1), Some(1));
+    let (code, v) = replay(&w, &r);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["replayed"], 2, "{v}");
 }

@@ -175,20 +175,10 @@ impl Known {
                 }
             }
             BASIS_CHANGED => {
-                let ids = |which: &str| -> Vec<u64> {
-                    p.get("live")
-                        .and_then(|l| l.get(which))
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .map(tick_number)
-                        .collect()
-                };
-                for id in ids("drop") {
-                    self.live.remove(&id);
+                for id in live_ids(p, "drop") {
+                    self.live.remove(&tick_number(id));
                 }
-                self.live.extend(ids("add"));
+                self.live.extend(live_ids(p, "add").map(tick_number));
                 if let Some(Value::Object(git)) = p.get("git") {
                     for (k, bits) in git {
                         let Some((t, g)) = k.rsplit_once('/') else {
@@ -217,6 +207,16 @@ impl Known {
             _ => {}
         }
     }
+}
+
+/// The tick ids a `basis_changed` payload adds or drops (`which`).
+fn live_ids<'p>(p: &'p Map<String, Value>, which: &str) -> impl Iterator<Item = &'p str> {
+    p.get("live")
+        .and_then(|l| l.get(which))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// Split `items` (each with its weight in bytes) into runs of at most [`CHUNK`] bytes (an item
@@ -443,33 +443,23 @@ impl Replay {
         p: &Map<String, Value>,
         ticks: &mut TickSource<'_>,
     ) -> Result<(), String> {
-        let ids = |which: &str| -> Vec<String> {
-            p.get("live")
-                .and_then(|l| l.get(which))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        };
-        for id in ids("drop") {
-            if let Some(h) = self.held_since.remove(&id) {
-                self.order.remove(&(Reverse(h), Reverse(id.clone())));
+        for id in live_ids(p, "drop") {
+            if let Some(h) = self.held_since.remove(id) {
+                self.order.remove(&(Reverse(h), Reverse(id.to_string())));
             }
-            self.memos.remove(&id);
+            self.memos.remove(id);
         }
-        for id in ids("add") {
-            if self.held_since.contains_key(&id) {
+        for id in live_ids(p, "add") {
+            if self.held_since.contains_key(id) {
                 continue;
             }
-            let Some(t) = ticks(&id) else {
+            let Some(t) = ticks(id) else {
                 return Err(format!("tick {id} is not in the store"));
             };
             self.ticks_read += 1;
             self.order
-                .insert((Reverse(t.held_since.clone()), Reverse(id.clone())));
-            self.held_since.insert(id, t.held_since.clone());
+                .insert((Reverse(t.held_since.clone()), Reverse(id.to_string())));
+            self.held_since.insert(id.to_string(), t.held_since.clone());
         }
         if let Some(Value::Object(git)) = p.get("git") {
             for (k, bits) in git {

@@ -205,26 +205,22 @@ pub fn query(store: &mut Store, req: &proto::rpc::LedgerQueryRequest) -> Result<
 /// locale or network: everything comes from the ledger and the ticks.
 pub fn replay(store: &mut Store) -> Result<proto::rpc::LedgerReplayResult, Refusal> {
     store.require()?;
+    // evd's own events still waiting belong to the ledger replayed.
     store.write_journal();
-    let path = store.ledger.path().display().to_string();
-    let read = store
-        .ledger
-        .read()
-        .map_err(|e| Refusal::io(format!("reading the ledger: {e}")))?;
-    let lines = read.lines;
+    // A ledger that does not verify (its artifacts included) is not replayed.
+    let verified = verify(store)?;
     let mut out = proto::rpc::LedgerReplayResult {
-        path,
-        lines,
+        path: verified.path,
+        lines: verified.lines,
         ..Default::default()
     };
-    if let Some(b) = &read.broken {
+    if let Some(f) = verified.fault {
         out.fault = Some(LedgerFault {
-            line: b.line,
-            rule: b.violation.rule.to_string(),
             message: format!(
                 "{} (a ledger that does not verify is not replayed)",
-                b.violation.message
+                f.message
             ),
+            ..f
         });
         return Ok(out);
     }
