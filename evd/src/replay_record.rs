@@ -6,35 +6,69 @@
 //! holds ([`replay::Known`]), read from the ledger once per session.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::check_memo::Evaluation;
 use crate::ledger::replay::{
-    self, digest_of, ground_key, receipt_value, tick_number, BASIS_CHANGED, CHUNK,
+    self, digest_of, ground_key, receipt_value, tick_number, BASIS_CHANGED, CHECK_RUN, CHUNK,
     RECEIPTS_OBSERVED,
 };
+use crate::receipts::Receipt;
 use crate::store::Store;
 use crate::verbs::check::Evaluated;
+use crate::verdict::Selected;
 
-/// Past this many bytes of basis events, they are written to the ledger as they are made
-/// rather than kept with the journal (a large store's first check records every receipt and
-/// every current tick: they never sit in memory whole).
+/// Past this many bytes, the events of one journal write go to the ledger in a batch of their
+/// own (a large store's first check records every receipt and every current tick: they never
+/// sit in memory whole).
 const DIRECT: usize = 1 << 20;
 
-/// Journal what `e` rests on that the ledger does not hold yet; returns the `check_run`'s
-/// `basis`.
-pub fn record(store: &mut Store, e: &Evaluated) -> Map<String, Value> {
-    store.load_known();
-    let mut out = Outbox {
-        store,
-        waiting: Vec::new(),
-        weight: 0,
-        direct: false,
+/// A `check_run` on its way to the ledger. What the check rested on is taken when it runs
+/// (cheaply: the evaluation, and the receipt lists it read that may have changed since the
+/// last check); what of it the ledger does not hold yet is worked out when the journal is
+/// written, off the path of the request ([`expand`]).
+#[derive(Debug)]
+pub struct PendingCheck {
+    eval: Arc<Evaluation>,
+    receipts: Vec<(String, Arc<Vec<Receipt>>)>,
+    selected: Option<Selected>,
+    payload: Map<String, Value>,
+}
+
+/// Take what check `e` rested on, with its `check_run` payload (`basis` is added here).
+pub fn capture(store: &mut Store, e: &Evaluated, mut payload: Map<String, Value>) -> PendingCheck {
+    // The receipt files that may differ from what the last capture took: those that changed
+    // since (all of them at a session's first check, or after a rescan).
+    let generation = store.receipts.generation();
+    let changed: Option<Option<HashSet<String>>> = match store.captured_receipts {
+        Some(g) if g == generation => None,
+        Some(g) => Some(
+            store
+                .receipts
+                .changed_since(g)
+                .map(|s| s.into_iter().map(str::to_string).collect()),
+        ),
+        None => Some(None),
     };
-    observe_receipts(&mut out, &e.eval);
-    basis_changed(&mut out, &e.eval);
-    let store = out.finish();
+    let mut receipts = Vec::new();
+    if let Some(changed) = changed {
+        let mut looked = HashSet::new();
+        for part in &e.eval.parts {
+            for (_, selector, _) in part.tick.test_bindings() {
+                let key = proto::id::receipt_key(selector);
+                if changed.as_ref().is_some_and(|c| !c.contains(&key))
+                    || !looked.insert(key.clone())
+                {
+                    continue;
+                }
+                let recs = store.receipts.get_keyed(&key, selector);
+                receipts.push((key, recs));
+            }
+        }
+        store.captured_receipts = Some(generation);
+    }
     let b = &e.basis;
     let mut basis = Map::new();
     basis.insert("now".into(), crate::clock::format(e.now).into());
@@ -47,56 +81,85 @@ pub fn record(store: &mut Store, e: &Evaluated) -> Map<String, Value> {
     );
     basis.insert("offline".into(), b.offline.into());
     basis.insert("head".into(), b.head.clone().into());
-    let said = store.known().and_then(|k| k.selected.clone());
-    if said.as_ref() != Some(&b.selected) {
-        basis.insert(
-            "selected".into(),
-            replay::selected_value(b.selected.as_ref()),
-        );
+    payload.insert("basis".into(), Value::Object(basis));
+    PendingCheck {
+        eval: Arc::clone(&e.eval),
+        receipts,
+        selected: b.selected.clone(),
+        payload,
     }
-    basis
 }
 
-/// Basis events on their way to the ledger: kept with the journal while they are few, written
-/// straight to it in batches once they weigh more than [`DIRECT`] (after what the journal
-/// held, so that the ledger keeps the order things happened in).
-struct Outbox<'s> {
-    store: &'s mut Store,
-    waiting: Vec<(&'static str, Map<String, Value>)>,
+/// Write `c` into `out`: the `receipts_observed` and `basis_changed` events for what the ledger
+/// does not hold yet, then the `check_run` (with the selected-list when it changed).
+pub fn expand(out: &mut Batch<'_>, c: PendingCheck) {
+    out.load_known();
+    observe_receipts(out, &c.receipts);
+    basis_changed(out, &c.eval);
+    let mut payload = c.payload;
+    let said = out.store.known().and_then(|k| k.selected.clone());
+    if said.as_ref() != Some(&c.selected) {
+        if let Some(Value::Object(b)) = payload.get_mut("basis") {
+            b.insert(
+                "selected".into(),
+                replay::selected_value(c.selected.as_ref()),
+            );
+        }
+    }
+    out.push(CHECK_RUN, payload, 1024);
+}
+
+/// The events of one journal write as they are made, folded into what the store knows the
+/// ledger holds, and written in batches of [`DIRECT`] bytes.
+pub struct Batch<'s> {
+    pub store: &'s mut Store,
+    events: Vec<crate::ledger::OwnEvent>,
     weight: usize,
-    direct: bool,
+    failed: bool,
 }
 
-impl<'s> Outbox<'s> {
-    fn push(&mut self, event_type: &'static str, payload: Map<String, Value>, weight: usize) {
-        self.waiting.push((event_type, payload));
+impl<'s> Batch<'s> {
+    pub fn new(store: &'s mut Store) -> Batch<'s> {
+        Batch {
+            store,
+            events: Vec::new(),
+            weight: 0,
+            failed: false,
+        }
+    }
+
+    /// Read what the ledger holds, the events of this batch not written yet included, unless
+    /// known already.
+    fn load_known(&mut self) {
+        self.store.load_known(&self.events);
+    }
+
+    pub fn push(&mut self, event_type: &'static str, payload: Map<String, Value>, weight: usize) {
+        if let Some(k) = self.store.known_mut() {
+            k.fold(event_type, &payload);
+        }
+        self.events.push((event_type, payload));
         self.weight += weight;
-        if self.weight > DIRECT {
-            self.write();
+        if self.weight > DIRECT && !self.failed {
+            // Written as a batch of its own; on failure, kept to be written with the rest.
+            if self.store.append_own(&self.events).is_ok() {
+                self.events.clear();
+            } else {
+                self.failed = true;
+            }
+            self.weight = 0;
         }
     }
 
-    fn write(&mut self) {
-        if !self.direct {
-            self.store.write_journal();
-            self.direct = true;
+    /// Write what is left: `Err` with the events not written (every one of them folded).
+    pub fn finish(self) -> Result<(), Vec<crate::ledger::OwnEvent>> {
+        if self.events.is_empty() {
+            return Ok(());
         }
-        self.store.write_now(std::mem::take(&mut self.waiting));
-        self.weight = 0;
-    }
-
-    /// The rest: written too once any was, else left with the journal.
-    fn finish(mut self) -> &'s mut Store {
-        if self.direct {
-            if !self.waiting.is_empty() {
-                self.write();
-            }
-        } else {
-            for (t, p) in std::mem::take(&mut self.waiting) {
-                self.store.journal(t, p);
-            }
+        if !self.failed && self.store.append_own(&self.events).is_ok() {
+            return Ok(());
         }
-        self.store
+        Err(self.events)
     }
 }
 
@@ -118,14 +181,14 @@ impl Filling {
 
     /// Make room for `weight` more bytes (and, with `fresh`, for something this payload must
     /// not already hold).
-    fn room(&mut self, out: &mut Outbox<'_>, weight: usize, fresh: bool) {
+    fn room(&mut self, out: &mut Batch<'_>, weight: usize, fresh: bool) {
         if !self.payload.is_empty() && (self.weight + weight > CHUNK || fresh) {
             self.flush(out);
         }
         self.weight += weight;
     }
 
-    fn flush(&mut self, out: &mut Outbox<'_>) {
+    fn flush(&mut self, out: &mut Batch<'_>) {
         if !self.payload.is_empty() {
             let p = std::mem::take(&mut self.payload);
             out.push(self.event_type, p, self.weight);
@@ -134,36 +197,18 @@ impl Filling {
     }
 }
 
-/// `receipts_observed` for every receipt file the evaluation read whose receipts are not the
-/// ones the ledger holds: the new ones after those it holds, or all of them when the file was
-/// rewritten (a file too big for one event is taken apart: its first part replaces or appends,
-/// the rest append). Only files that changed since the last `check_run` are compared.
-fn observe_receipts(out: &mut Outbox<'_>, eval: &Evaluation) {
-    let generation = out.store.receipts.generation();
-    let Some(known) = out.store.known() else {
-        return;
-    };
-    if known.receipts_generation == Some(generation) {
-        return;
-    }
-    let changed: Option<HashSet<String>> = known.receipts_generation.and_then(|g| {
-        out.store
-            .receipts
-            .changed_since(g)
-            .map(|s| s.into_iter().map(str::to_string).collect())
-    });
-    let mut looked = HashSet::new();
+/// `receipts_observed` for every receipt file the check read (of those captured) whose
+/// receipts are not the ones the ledger holds: the new ones after those it holds, or all of
+/// them when the file was rewritten (a file too big for one event is taken apart: its first
+/// part replaces or appends, the rest append).
+fn observe_receipts(out: &mut Batch<'_>, captured: &[(String, Arc<Vec<Receipt>>)]) {
     let mut event = Filling::new(RECEIPTS_OBSERVED);
-    for part in &eval.parts {
-        for (_, selector, _) in part.tick.test_bindings() {
-            let key = proto::id::receipt_key(selector);
-            if changed.as_ref().is_some_and(|c| !c.contains(&key)) || !looked.insert(key.clone()) {
-                continue;
-            }
-            let Some(number) = crate::check_memo::receipt_key_number(&key) else {
+    for (key, recs) in captured {
+        let key = key.as_str();
+        {
+            let Some(number) = crate::check_memo::receipt_key_number(key) else {
                 continue;
             };
-            let recs = out.store.receipts.get_keyed(&key, selector);
             let (count, digest) = out
                 .store
                 .known()
@@ -182,11 +227,11 @@ fn observe_receipts(out: &mut Outbox<'_>, eval: &Evaluation) {
             let mut at = from;
             let mut part: Vec<Value> = Vec::new();
             let mut weight = 0;
-            let put = |event: &mut Filling, out: &mut Outbox<'_>, list: Vec<Value>, at, w| {
+            let put = |event: &mut Filling, out: &mut Batch<'_>, list: Vec<Value>, at, w| {
                 let again = event
                     .payload
                     .get("files")
-                    .is_some_and(|f| f.get(&key).is_some());
+                    .is_some_and(|f| f.get(key).is_some());
                 event.room(out, w + 32, again);
                 let files = event
                     .payload
@@ -195,7 +240,7 @@ fn observe_receipts(out: &mut Outbox<'_>, eval: &Evaluation) {
                 if let Value::Object(f) = files {
                     let at: usize = at;
                     f.insert(
-                        key.clone(),
+                        key.to_string(),
                         serde_json::json!({"from": at, "receipts": list}),
                     );
                 }
@@ -219,13 +264,10 @@ fn observe_receipts(out: &mut Outbox<'_>, eval: &Evaluation) {
         }
     }
     event.flush(out);
-    if let Some(k) = out.store.known_mut() {
-        k.receipts_generation = Some(generation);
-    }
 }
 
 /// `basis_changed` when the live ticks or git's answers are not what the ledger holds.
-fn basis_changed(out: &mut Outbox<'_>, eval: &Evaluation) {
+fn basis_changed(out: &mut Batch<'_>, eval: &Evaluation) {
     let Some(known) = out.store.known() else {
         return;
     };

@@ -166,7 +166,12 @@ pub struct Store {
     /// not yet written to the ledger, and since when they wait: written together shortly
     /// after, off the request's path (see [`Store::idle_work_at`]), and when the store is
     /// released.
-    journal: Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>,
+    journal: Vec<crate::ledger::OwnEvent>,
+    /// Checks waiting with the journal, each at the journal position it was taken at (see
+    /// [`crate::replay_record`]).
+    checks: Vec<(usize, Box<crate::replay_record::PendingCheck>)>,
+    /// The receipt cache's generation the last check's capture read.
+    pub captured_receipts: Option<u64>,
     /// What the ledger holds of the verdict engine's inputs (see [`crate::replay_record`]),
     /// read from it once per session, when a check first records.
     replay_known: Option<crate::ledger::replay::Known>,
@@ -233,7 +238,7 @@ const MAX_JOURNAL: usize = 100_000;
 impl Drop for Store {
     fn drop(&mut self) {
         // Still holding the lock here: the fields drop after this.
-        if self.journal_started || !self.journal.is_empty() {
+        if self.journal_started || !self.journal.is_empty() || !self.checks.is_empty() {
             self.journal("daemon_stopped", serde_json::Map::new());
         }
         self.on_idle();
@@ -285,6 +290,8 @@ impl Store {
             ledger: crate::ledger::Ledger::new(&results),
             evidence: Default::default(),
             journal: Vec::new(),
+            checks: Vec::new(),
+            captured_receipts: None,
             replay_known: None,
             artifacts_hashed: Default::default(),
             journal_since: None,
@@ -910,22 +917,40 @@ impl Store {
         event_type: &'static str,
         payload: serde_json::Map<String, serde_json::Value>,
     ) {
-        if self.journal.len() >= MAX_JOURNAL {
-            // Far behind (a ledger that cannot be written): the oldest are let go, said once.
-            tracing::warn!(store = %self.root.display(), "ledger journal full; dropping its oldest events");
-            self.journal.drain(..MAX_JOURNAL / 2);
-        }
-        if let Some(k) = self.replay_known.as_mut() {
-            k.fold(event_type, &payload);
-        }
+        self.make_room();
         self.journal.push((event_type, payload));
         self.journal_since
             .get_or_insert_with(std::time::Instant::now);
     }
 
-    /// Read what the ledger (and the journal waiting to be written) holds of the verdict
-    /// engine's inputs, unless known already.
-    pub fn load_known(&mut self) {
+    /// Note a check for the ledger: its `check_run`, and what it rested on that the ledger does
+    /// not hold yet, are written with the journal.
+    pub fn journal_check(&mut self, c: crate::replay_record::PendingCheck) {
+        self.make_room();
+        self.checks.push((self.journal.len(), Box::new(c)));
+        self.journal_since
+            .get_or_insert_with(std::time::Instant::now);
+    }
+
+    fn make_room(&mut self) {
+        if self.journal.len() + self.checks.len() >= MAX_JOURNAL {
+            // Far behind (a ledger that cannot be written): the oldest are let go, said once.
+            tracing::warn!(store = %self.root.display(), "ledger journal full; dropping its oldest events");
+            let n = self.journal.len().min(MAX_JOURNAL / 2);
+            self.journal.drain(..n);
+            self.checks.retain(|(at, _)| *at >= n);
+            for (at, _) in &mut self.checks {
+                *at -= n;
+            }
+            if self.checks.len() >= MAX_JOURNAL / 2 {
+                self.checks.drain(..self.checks.len() / 2);
+            }
+        }
+    }
+
+    /// Read what the ledger (and `waiting`, events of evd's own not written yet) holds of the
+    /// verdict engine's inputs, unless known already.
+    pub fn load_known(&mut self, waiting: &[crate::ledger::OwnEvent]) {
         if self.replay_known.is_some() {
             return;
         }
@@ -933,8 +958,7 @@ impl Store {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(_) => String::new(),
         };
-        let waiting = self.journal.iter().map(|(t, p)| (*t, p));
-        self.replay_known = Some(crate::ledger::replay::Known::load(&text, waiting));
+        self.replay_known = Some(crate::ledger::replay::Known::load(&text, waiting.iter()));
     }
 
     pub fn known(&self) -> Option<&crate::ledger::replay::Known> {
@@ -949,72 +973,52 @@ impl Store {
     /// first. Best effort (never into a store being removed): a failure is logged and they wait
     /// for the next try.
     pub fn write_journal(&mut self) {
-        if self.journal.is_empty() {
+        if self.journal.is_empty() && self.checks.is_empty() {
             self.journal_since = None;
             return;
         }
         if !self.lock_is_valid() || !self.results_dir().is_dir() {
             self.journal.clear();
+            self.checks.clear();
             self.journal_since = None;
             return;
         }
-        match self.append_own(self.journal.clone()) {
+        let events = std::mem::take(&mut self.journal);
+        let mut checks = std::mem::take(&mut self.checks).into_iter().peekable();
+        let mut batch = crate::replay_record::Batch::new(self);
+        for (i, (t, p)) in events.into_iter().enumerate() {
+            while let Some((_, c)) = checks.next_if(|(at, _)| *at <= i) {
+                crate::replay_record::expand(&mut batch, *c);
+            }
+            batch.push(t, p, 256);
+        }
+        for (_, c) in checks {
+            crate::replay_record::expand(&mut batch, *c);
+        }
+        match batch.finish() {
             Ok(()) => {
                 self.journal_started = true;
-                self.journal.clear();
                 self.journal_since = None;
             }
-            Err(e) => {
-                tracing::warn!(store = %self.root.display(), error = %e, "cannot write the ledger");
+            Err(rest) => {
+                tracing::warn!(store = %self.root.display(), "cannot write the ledger; its events wait for the next try");
+                // Already made and folded: they wait as they are, before anything newer.
+                let newer = std::mem::replace(&mut self.journal, rest);
+                self.journal.extend(newer);
                 self.journal_since = Some(std::time::Instant::now());
             }
         }
     }
 
-    /// Write `events` of evd's own to the ledger now, after whatever the journal holds (basis
-    /// events too large to wait in memory). When they cannot be written, they join the journal
-    /// to be tried again.
-    pub fn write_now(
-        &mut self,
-        events: Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>,
-    ) {
-        self.write_journal();
-        if !self.lock_is_valid() || !self.results_dir().is_dir() {
-            return;
-        }
-        if !self.journal.is_empty() {
-            // The journal could not be written: these wait behind it.
-            for (t, p) in events {
-                self.journal(t, p);
-            }
-            return;
-        }
-        if let Some(k) = self.replay_known.as_mut() {
-            for (t, p) in &events {
-                k.fold(t, p);
-            }
-        }
-        if let Err(e) = self.append_own(events.clone()) {
-            tracing::warn!(store = %self.root.display(), error = %e, "cannot write the ledger");
-            // Already folded: they wait in the journal as they are.
-            self.journal.extend(events);
-            self.journal_since = Some(std::time::Instant::now());
-        } else {
-            self.journal_started = true;
-        }
-    }
-
     /// Append evd's own `events` to the ledger, each with its envelope (the git facts asked at
     /// most every [`JOURNAL_GIT_FOR`]), after this run's `daemon_started` if they are its first.
-    fn append_own(
-        &mut self,
-        mut events: Vec<(&'static str, serde_json::Map<String, serde_json::Value>)>,
-    ) -> std::io::Result<()> {
+    pub fn append_own(&mut self, events: &[crate::ledger::OwnEvent]) -> std::io::Result<()> {
+        let mut started = None;
         if !self.journal_started {
             let mut p = serde_json::Map::new();
             p.insert("pid".into(), std::process::id().into());
             p.insert("version".into(), env!("CARGO_PKG_VERSION").into());
-            events.insert(0, ("daemon_started", p));
+            started = Some(("daemon_started", p));
         }
         let git = match &self.journal_git {
             Some((at, g)) if at.elapsed() < JOURNAL_GIT_FOR => g.clone(),
@@ -1026,13 +1030,15 @@ impl Store {
         };
         let host = crate::ledger::host(&self.root);
         let agent = crate::verbs::ledger::own_agent();
-        let events = events
-            .into_iter()
-            .map(|(t, p)| crate::ledger::own_event(t, agent, &host, &git, p))
+        let events = started
+            .iter()
+            .chain(events)
+            .map(|(t, p)| crate::ledger::own_event(t, agent, &host, &git, p.clone()))
             .collect();
         self.ledger
-            .append_own(events, &crate::clock::now_rfc3339())
-            .map(|_| ())
+            .append_own(events, &crate::clock::now_rfc3339())?;
+        self.journal_started = true;
+        Ok(())
     }
 
     /// Do the work [`Store::idle_work_at`] announced. Also run when the store is dropped.

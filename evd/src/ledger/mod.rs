@@ -23,6 +23,9 @@ use serde_json::{Map, Value};
 pub use file::{Broken, Ledger};
 pub use rules::{Rules, Violation, SCHEMA_VERSION};
 
+/// One of evd's own events before its envelope: its type and payload.
+pub type OwnEvent = (&'static str, Map<String, Value>);
+
 /// The host part of the envelope, for events that do not bring their own.
 pub fn host(repo_root: &std::path::Path) -> Value {
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")

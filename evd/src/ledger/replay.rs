@@ -104,16 +104,15 @@ pub struct Known {
     pub git: HashMap<(u64, u32), u8>,
     /// `None` until a `check_run` recorded one (`Some(None)`: recorded as absent).
     pub selected: Option<Option<Selected>>,
-    /// The evaluation (its serial) and the receipt generation the last `check_run` recorded.
+    /// The evaluation (its serial) the last `check_run` recorded.
     pub serial: Option<u64>,
-    pub receipts_generation: Option<u64>,
 }
 
 impl Known {
     /// Fold a whole ledger's text, then the events still waiting to be written.
     pub fn load<'a>(
         text: &str,
-        waiting: impl Iterator<Item = (&'a str, &'a Map<String, Value>)>,
+        waiting: impl Iterator<Item = &'a crate::ledger::OwnEvent>,
     ) -> Known {
         let mut k = Known::default();
         for line in text.lines() {

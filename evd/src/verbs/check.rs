@@ -351,12 +351,9 @@ pub struct Evaluated {
     pub eval: Arc<Evaluation>,
     /// The staleness policy (config `staleness_ref`).
     pub policy: String,
-    /// The staleness reference sha the verdicts were read against.
-    pub reference: Option<String>,
-    /// The repository's HEAD.
-    pub head: Option<String>,
     pub warnings: Vec<Warning>,
-    /// What the verdicts rest on, and the clock they were read at (what a replay needs).
+    /// What the verdicts rest on (the staleness reference they were read against, HEAD, …),
+    /// and the clock they were read at: what a replay needs.
     pub basis: Basis,
     pub now: time::OffsetDateTime,
 }
@@ -398,8 +395,6 @@ pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Ref
     Ok(Evaluated {
         eval,
         policy: config.staleness_ref,
-        reference: basis.reference.clone(),
-        head: basis.head.clone(),
         warnings,
         basis,
         now,
@@ -451,11 +446,10 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         p.insert("attest".into(), a.clone().into());
     }
     p.insert("wall_ms".into(), wall_ms.into());
-    let basis = crate::replay_record::record(store, &e);
-    p.insert("basis".into(), Value::Object(basis));
-    store.journal("check_run", p);
+    let pending = crate::replay_record::capture(store, &e, p);
+    store.journal_check(pending);
     let evidence = crate::evidence::drifted_rows(store)?;
-    let mut out = answer(&e.eval, req, e.policy, e.reference, e.warnings);
+    let mut out = answer(&e.eval, req, e.policy, e.basis.reference, e.warnings);
     out.gating |= evidence.iter().any(|r| r.gating);
     out.evidence = evidence;
     Ok(out)

@@ -176,10 +176,10 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     Ok(GuardsResult {
         gating: e.eval.gating || evidence.iter().any(|r| r.gating),
         evidence,
-        head: e.head,
+        head: e.basis.head,
         staleness_ref: StalenessRef {
             policy: e.policy,
-            sha: e.reference,
+            sha: e.basis.reference,
         },
         tally: e.eval.tally.clone(),
         decisions,
