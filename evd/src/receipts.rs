@@ -68,7 +68,11 @@ const KEYS: [&str; 6] = [
 /// Parse one line strictly.
 pub fn parse_line(line: &str) -> Result<Receipt, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-    let o = v.as_object().ok_or("receipt is not an object")?;
+    from_object(v.as_object().ok_or("receipt is not an object")?)
+}
+
+/// A receipt from a line's object, by the same rules as [`parse_line`].
+pub fn from_object(o: &Map<String, Value>) -> Result<Receipt, String> {
     if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(format!("receipt: field outside closed schema: {k}"));
     }
