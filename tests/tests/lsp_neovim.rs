@@ -54,7 +54,7 @@ fn run_nvim(w: &World, p: &Path, script: &str, first: &str, then: impl FnOnce())
         lua_str(&phase1.display().to_string()),
         lua_str(&result.display().to_string()),
     );
-    std::fs::write(&file, head + script).expect("write script");
+    std::fs::write(&file, head + PRELUDE + script + EPILOGUE).expect("write script");
     let mut child = w
         .command(&nvim)
         .current_dir(p)
@@ -85,21 +85,15 @@ fn run_nvim(w: &World, p: &Path, script: &str, first: &str, then: impl FnOnce())
     v
 }
 
-const SCRIPT: &str = r#"
-local out = {}
+/// What every script starts with: `out` (written as JSON by `save`), and `open(path)`, which
+/// starts `evctl lsp` (its shown messages collected in `out.shown`) and opens a file of the
+/// repository with the client attached, returning the client's id and the buffer.
+const PRELUDE: &str = r#"
+local out = {shown = {}}
 local function save(path)
   vim.fn.writefile({vim.fn.json_encode(out)}, path)
 end
-local function now_ms()
-  return vim.loop.hrtime() / 1e6
-end
-local function worst(bufnr)
-  local ds = vim.diagnostic.get(bufnr)
-  if #ds == 0 then return nil end
-  return ds[1]
-end
-local ok, err = pcall(function()
-  out.shown = {}
+local function open(path)
   local id = vim.lsp.start_client({
     name = 'ev',
     cmd = {EVCTL, 'lsp'},
@@ -111,9 +105,31 @@ local ok, err = pcall(function()
     },
   })
   assert(id, 'the client did not start')
-  vim.cmd('edit ' .. vim.fn.fnameescape(REPO .. '/db/schema.sql'))
+  vim.cmd('edit ' .. vim.fn.fnameescape(REPO .. path))
   local bufnr = vim.api.nvim_get_current_buf()
   vim.lsp.buf_attach_client(bufnr, id)
+  return id, bufnr
+end
+"#;
+
+/// What every script ends with (its body sets `ok`, `err` from a `pcall`).
+const EPILOGUE: &str = r#"
+if not ok then out.error = tostring(err) end
+save(RESULT)
+vim.cmd('qa!')
+"#;
+
+const SCRIPT: &str = r#"
+local function now_ms()
+  return vim.loop.hrtime() / 1e6
+end
+local function worst(bufnr)
+  local ds = vim.diagnostic.get(bufnr)
+  if #ds == 0 then return nil end
+  return ds[1]
+end
+local ok, err = pcall(function()
+  local id, bufnr = open('/db/schema.sql')
   -- 1. The green diagnostic arrives by itself.
   vim.wait(20000, function()
     local d = worst(bufnr)
@@ -158,9 +174,6 @@ local ok, err = pcall(function()
   end
   vim.wait(2000, function() return #out.shown >= 3 end, 10)
 end)
-if not ok then out.error = tostring(err) end
-save(RESULT)
-vim.cmd('qa!')
 "#;
 
 #[test]
@@ -286,10 +299,6 @@ fn neovim_shows_live_verdicts_and_runs_the_commands() {
 }
 
 const EVIDENCE_SCRIPT: &str = r#"
-local out = {}
-local function save(path)
-  vim.fn.writefile({vim.fn.json_encode(out)}, path)
-end
 local function evidence(bufnr)
   for _, d in ipairs(vim.diagnostic.get(bufnr)) do
     if d.message:find('evidence of decision', 1, true) then return d end
@@ -302,21 +311,7 @@ local function said(d)
           end_lnum = d.end_lnum, end_col = d.end_col}
 end
 local ok, err = pcall(function()
-  out.shown = {}
-  local id = vim.lsp.start_client({
-    name = 'ev',
-    cmd = {EVCTL, 'lsp'},
-    root_dir = REPO,
-    handlers = {
-      ['window/showMessage'] = function(_, result)
-        table.insert(out.shown, result.message)
-      end,
-    },
-  })
-  assert(id, 'the client did not start')
-  vim.cmd('edit ' .. vim.fn.fnameescape(REPO .. '/bench/p99.txt'))
-  local bufnr = vim.api.nvim_get_current_buf()
-  vim.lsp.buf_attach_client(bufnr, id)
+  local id, bufnr = open('/bench/p99.txt')
   -- 1. The citation shows at its span, holding.
   vim.wait(20000, function()
     local d = evidence(bufnr)
@@ -351,9 +346,6 @@ local ok, err = pcall(function()
   out.selection = cite({start = {line = 1, character = 4}, ['end'] = {line = 1, character = 7}})
   vim.wait(2000, function() return #out.shown >= 2 end, 10)
 end)
-if not ok then out.error = tostring(err) end
-save(RESULT)
-vim.cmd('qa!')
 "#;
 
 /// Neovim shows each citation of a current decision at its span (a hint while it holds, an error
