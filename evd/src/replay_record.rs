@@ -205,62 +205,60 @@ fn observe_receipts(out: &mut Batch<'_>, captured: &[(String, Arc<Vec<Receipt>>)
     let mut event = Filling::new(RECEIPTS_OBSERVED);
     for (key, recs) in captured {
         let key = key.as_str();
-        {
-            let Some(number) = crate::check_memo::receipt_key_number(key) else {
-                continue;
-            };
-            let (count, digest) = out
-                .store
-                .known()
-                .and_then(|k| k.receipts.get(&number).copied())
-                .unwrap_or((0, 0));
-            let count = count as usize;
-            if count == recs.len() && digest == digest_of(recs.iter()) {
-                continue;
+        let Some(number) = crate::check_memo::receipt_key_number(key) else {
+            continue;
+        };
+        let (count, digest) = out
+            .store
+            .known()
+            .and_then(|k| k.receipts.get(&number).copied())
+            .unwrap_or((0, 0));
+        let count = count as usize;
+        if count == recs.len() && digest == digest_of(recs.iter()) {
+            continue;
+        }
+        // Appended to: only the new ones. Anything else: the whole file again.
+        let from = if count < recs.len() && digest == digest_of(recs[..count].iter()) {
+            count
+        } else {
+            0
+        };
+        let mut at = from;
+        let mut part: Vec<Value> = Vec::new();
+        let mut weight = 0;
+        let put = |event: &mut Filling, out: &mut Batch<'_>, list: Vec<Value>, at, w| {
+            let again = event
+                .payload
+                .get("files")
+                .is_some_and(|f| f.get(key).is_some());
+            event.room(out, w + 32, again);
+            let files = event
+                .payload
+                .entry("files")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(f) = files {
+                let at: usize = at;
+                f.insert(
+                    key.to_string(),
+                    serde_json::json!({"from": at, "receipts": list}),
+                );
             }
-            // Appended to: only the new ones. Anything else: the whole file again.
-            let from = if count < recs.len() && digest == digest_of(recs[..count].iter()) {
-                count
-            } else {
-                0
-            };
-            let mut at = from;
-            let mut part: Vec<Value> = Vec::new();
-            let mut weight = 0;
-            let put = |event: &mut Filling, out: &mut Batch<'_>, list: Vec<Value>, at, w| {
-                let again = event
-                    .payload
-                    .get("files")
-                    .is_some_and(|f| f.get(key).is_some());
-                event.room(out, w + 32, again);
-                let files = event
-                    .payload
-                    .entry("files")
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if let Value::Object(f) = files {
-                    let at: usize = at;
-                    f.insert(
-                        key.to_string(),
-                        serde_json::json!({"from": at, "receipts": list}),
-                    );
-                }
-            };
-            for r in &recs[from..] {
-                let v = receipt_value(r);
-                let w = proto::json::compact(&v).len() + 1;
-                if weight + w > CHUNK && !part.is_empty() {
-                    let n = part.len();
-                    put(&mut event, out, std::mem::take(&mut part), at, weight);
-                    at += n;
-                    weight = 0;
-                }
-                part.push(v);
-                weight += w;
+        };
+        for r in &recs[from..] {
+            let v = receipt_value(r);
+            let w = proto::json::compact(&v).len() + 1;
+            if weight + w > CHUNK && !part.is_empty() {
+                let n = part.len();
+                put(&mut event, out, std::mem::take(&mut part), at, weight);
+                at += n;
+                weight = 0;
             }
-            // The last part (or, for a file now empty or unreadable, none: it replaces).
-            if !part.is_empty() || recs.len() == from {
-                put(&mut event, out, part, at, weight);
-            }
+            part.push(v);
+            weight += w;
+        }
+        // The last part (or, for a file now empty or unreadable, none: it replaces).
+        if !part.is_empty() || recs.len() == from {
+            put(&mut event, out, part, at, weight);
         }
     }
     event.flush(out);

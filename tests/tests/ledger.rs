@@ -66,6 +66,20 @@ fn variant(intent: &str, plan: &str, p: f64) -> Value {
     )
 }
 
+/// `plan_selected`, then `execution_started` in `sandbox`, of `plan` of `intent`.
+fn selected_and_started(intent: &str, plan: &str, sandbox: &str) -> [Value; 2] {
+    [
+        ev(
+            "plan_selected",
+            json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1"}),
+        ),
+        ev(
+            "execution_started",
+            json!({"intent_id": intent, "plan_id": plan, "sandbox_id": sandbox}),
+        ),
+    ]
+}
+
 #[test]
 fn events_are_chained_and_every_consistency_rule_is_refused_at_the_door() {
     let w = World::new();
@@ -73,17 +87,12 @@ fn events_are_chained_and_every_consistency_rule_is_refused_at_the_door() {
     let path = ledger_file(&r);
 
     // A whole plan's life, in one batch: accepted, numbered and chained.
+    let [selected, started] = selected_and_started("I-1", "P-1", "S-1");
     let life = [
         intent("I-1", None),
         variant("I-1", "P-1", 0.8),
-        ev(
-            "plan_selected",
-            json!({"intent_id": "I-1", "plan_id": "P-1", "variant_id": "v1"}),
-        ),
-        ev(
-            "execution_started",
-            json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1"}),
-        ),
+        selected,
+        started,
         ev(
             "execution_completed",
             json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1",
@@ -582,18 +591,8 @@ fn plan_life(
     if !ok {
         done["failure_reason"] = json!(reason);
     }
-    vec![
-        variant,
-        ev(
-            "plan_selected",
-            json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1"}),
-        ),
-        ev(
-            "execution_started",
-            json!({"intent_id": intent, "plan_id": plan, "sandbox_id": "S"}),
-        ),
-        ev("execution_completed", done),
-    ]
+    let [selected, started] = selected_and_started(intent, plan, "S");
+    vec![variant, selected, started, ev("execution_completed", done)]
 }
 
 fn query(w: &World, r: &Repo, name: &str, extra: &[&str]) -> Value {
@@ -800,18 +799,10 @@ fn artifacts_live_only_under_their_run_and_a_changed_one_fails_verification() {
     append(
         &w,
         &r,
-        &[
-            intent("I-1", None),
-            variant("I-1", "P-1", 0.7),
-            ev(
-                "plan_selected",
-                json!({"intent_id": "I-1", "plan_id": "P-1", "variant_id": "v1"}),
-            ),
-            ev(
-                "execution_started",
-                json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1"}),
-            ),
-        ],
+        &[intent("I-1", None), variant("I-1", "P-1", 0.7)]
+            .into_iter()
+            .chain(selected_and_started("I-1", "P-1", "S-1"))
+            .collect::<Vec<_>>(),
     )
     .ok();
     let done = |artifacts: Value| {
