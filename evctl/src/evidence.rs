@@ -10,7 +10,7 @@ use crate::rpc;
 use crate::session::{local_read, Session};
 
 /// The most a citation covers (as evd checks it).
-const MAX_SPAN: u64 = evd::evidence::MAX_SPAN;
+const MAX_SPAN: u64 = evd::ledger::evidence::MAX_SPAN;
 
 #[derive(clap::Args, Debug)]
 pub struct CiteArgs {

@@ -339,9 +339,9 @@ pub fn nul_paths(bytes: &[u8], seen: &mut HashSet<String>, out: &mut Vec<String>
 /// `git <args>` in `dir`, with the hook's environment (git's own `GIT_INDEX_FILE` and the like
 /// must reach it): stdout when it succeeded.
 fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = evd::child::output(
+    let out = evd::sys::child::output(
         Command::new("git").current_dir(dir).args(args),
-        evd::child::git_timeout(),
+        evd::sys::child::git_timeout(),
     );
     crate::context::warn_git_timeouts();
     let out = out.map_err(|e| e.to_string())?;

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use evd::paths;
 use evd::store::Store;
+use evd::sys::paths;
 use jsonrpsee::core::client::{Client, Error as ClientError};
 use proto::rpc::{codes, Context, Refusal};
 
@@ -280,7 +280,7 @@ impl Session {
 
 /// Open the named store in this process, the same way the daemon resolves it.
 fn local_store(ctx: &Context) -> Result<Store, Refusal> {
-    Ok(Store::new(evd::registry::resolve_root(ctx)?))
+    Ok(Store::new(evd::daemon::registry::resolve_root(ctx)?))
 }
 
 /// A read in this process.

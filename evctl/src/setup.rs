@@ -330,7 +330,7 @@ fn own_file(
         .parent()
         .ok_or_else(|| io::Error::other(format!("{} has no directory", path.display())))?;
     fs::create_dir_all(dir)?;
-    evd::fsio::replace_atomically_mode(dir, path, text.as_bytes(), Some(mode))?;
+    evd::sys::fsio::replace_atomically_mode(dir, path, text.as_bytes(), Some(mode))?;
     r.say(format!("   ✓ {what}: written"));
     Ok(true)
 }
@@ -340,9 +340,12 @@ async fn store_step(r: &mut Report, target: &Path, json: bool) -> Result<(), Str
     r.say("1. store (co-located)");
     let ev = target.join(".evolving");
     if fs::symlink_metadata(&ev).is_ok() {
-        let policy =
-            evd::config::Config::parse(evd::fsio::read_text(&ev.join("config")).ok().as_deref())
-                .staleness_ref;
+        let policy = evd::store::config::Config::parse(
+            evd::sys::fsio::read_text(&ev.join("config"))
+                .ok()
+                .as_deref(),
+        )
+        .staleness_ref;
         r.say(format!(
             "   .evolving/ present — kept (config untouched: staleness_ref = \"{policy}\")"
         ));
@@ -375,11 +378,12 @@ async fn store_step(r: &mut Report, target: &Path, json: bool) -> Result<(), Str
     .await
     .map_err(|e| e.message)?;
     let config = ev.join("config");
-    let text = evd::fsio::read_text(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let text =
+        evd::sys::fsio::read_text(&config).map_err(|e| format!("{}: {e}", config.display()))?;
     let tuned = set_config(&text, "staleness_ref", "\"local-head\"");
     let tmp = ev.join("results").join("tmp");
-    evd::fsio::ensure_dir(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    evd::fsio::replace_atomically(&tmp, &config, tuned.as_bytes())
+    evd::sys::fsio::ensure_dir(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    evd::sys::fsio::replace_atomically(&tmp, &config, tuned.as_bytes())
         .map_err(|e| format!("{}: {e}", config.display()))?;
     r.say("   ✓ evctl init + staleness_ref=local-head");
     r.done
@@ -389,12 +393,12 @@ async fn store_step(r: &mut Report, target: &Path, json: bool) -> Result<(), Str
 
 /// Whether git ignores the store's per-host cache (`results/`).
 fn results_ignored(target: &Path) -> bool {
-    evd::child::output(
+    evd::sys::child::output(
         std::process::Command::new("git")
             .arg("-C")
             .arg(target)
             .args(["check-ignore", "-q", ".evolving/results/receipts/x"]),
-        evd::child::git_timeout(),
+        evd::sys::child::git_timeout(),
     )
     .is_ok_and(|o| o.status.success())
 }
@@ -566,7 +570,7 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
                 .parent()
                 .ok_or_else(|| format!("{} has no directory", settings.display()))?;
             fs::create_dir_all(dir).map_err(io)?;
-            evd::fsio::replace_atomically_mode(
+            evd::sys::fsio::replace_atomically_mode(
                 dir,
                 &settings,
                 settings_text(&command).as_bytes(),
@@ -648,16 +652,16 @@ mod tests {
     #[test]
     fn config_keeps_every_other_byte() {
         let tuned = set_config(
-            evd::config::DEFAULT_CONFIG,
+            evd::store::config::DEFAULT_CONFIG,
             "staleness_ref",
             "\"local-head\"",
         );
         assert_eq!(
             tuned,
-            evd::config::DEFAULT_CONFIG.replace("\"live-origin\"", "\"local-head\"")
+            evd::store::config::DEFAULT_CONFIG.replace("\"live-origin\"", "\"local-head\"")
         );
         assert_eq!(
-            evd::config::Config::parse(Some(&tuned)).staleness_ref,
+            evd::store::config::Config::parse(Some(&tuned)).staleness_ref,
             "local-head"
         );
         // Only the first matching line (the one the reader honours) changes.

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use evd::{paths, verbs};
+use evd::sys::paths;
+use evd::verbs;
 use proto::rpc::{
     DecideRequest, FromGit, GuardRequest, IdRequest, ListForm, ListRequest, Overturn,
     PendingRequest, ProposeRequest, RatifyRequest, Refusal, StoreRequest, SupersedeMode,
@@ -829,7 +830,7 @@ pub async fn run_tests(
 /// `local-head`, the upstream for `live-origin`; none offline).
 pub fn verdict_context(s: &Session, offline: bool) -> proto::rpc::Context {
     let root = s.root(true);
-    let policy = evd::config::Config::parse(
+    let policy = evd::store::config::Config::parse(
         std::fs::read_to_string(root.join(".evolving").join("config"))
             .ok()
             .as_deref(),
@@ -1013,7 +1014,7 @@ fn read_answer(rt_dir: &Path, file: &proto::rpc::AnswerRef) -> Option<String> {
     if path.parent()? != rt_dir.join("answers") {
         return None;
     }
-    let text = evd::fsio::read_text(path).ok()?;
+    let text = evd::sys::fsio::read_text(path).ok()?;
     (text.len() as u64 == file.len).then_some(text)
 }
 

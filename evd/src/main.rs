@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use evd::{lock, paths, server, systemd};
+use evd::daemon::{server, systemd};
+use evd::store::lock;
+use evd::sys::paths;
 
 /// evd — the decision-memory daemon behind evctl.
 ///
@@ -45,7 +47,7 @@ enum Command {
 
 fn main() -> ExitCode {
     // Before any thread exists (the allocator's arenas are made per thread).
-    evd::resources::tune_allocator();
+    evd::sys::resources::tune_allocator();
     let cli = Cli::parse();
     // Socket activation must be read before any thread exists.
     let activated = systemd::activated_listener();
@@ -87,13 +89,13 @@ fn bind_private(sock: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// The store limits from the command line, else the environment, else the defaults.
-fn limits(cli: &Cli) -> evd::registry::Limits {
+fn limits(cli: &Cli) -> evd::daemon::registry::Limits {
     let env = |name: &str| {
         std::env::var(name)
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
     };
-    let mut l = evd::registry::Limits::default();
+    let mut l = evd::daemon::registry::Limits::default();
     if let Some(secs) = cli.store_idle_secs.or_else(|| env("EVD_STORE_IDLE_SECS")) {
         l.idle = std::time::Duration::from_secs(secs.max(1));
     }
@@ -130,7 +132,7 @@ fn raise_fd_limit() {
 fn run(
     rt_dir: &Path,
     activated: Option<UnixListener>,
-    limits: evd::registry::Limits,
+    limits: evd::daemon::registry::Limits,
 ) -> Result<(), String> {
     raise_fd_limit();
     paths::ensure_private_dir(rt_dir).map_err(|e| e.to_string())?;
@@ -165,7 +167,7 @@ fn run(
     };
     let build_id = paths::own_build_identity(Some(rt_dir))
         .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
-    if let Err(e) = evd::answers::init(rt_dir) {
+    if let Err(e) = evd::sys::answers::init(rt_dir) {
         tracing::warn!(error = %e, "cannot prepare the answers directory; large answers go inline");
     }
     let daemon = Arc::new(server::Daemon::with_limits(build_id, sock.clone(), limits));

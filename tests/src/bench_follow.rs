@@ -276,18 +276,18 @@ fn make_green(w: &World, root: &Path, g: &Ground) -> Res<Duration> {
     let head = git(w, root, &["rev-parse", "HEAD"])?;
     let mut lines = String::new();
     for p in &g.platforms {
-        let r = evd::receipts::Receipt {
+        let r = evd::engine::receipts::Receipt {
             test: g.selector.clone(),
             platform: p.clone(),
             commit: head.clone(),
-            ran_at: evd::clock::now_rfc3339(),
-            result: evd::receipts::RunResult::Green,
+            ran_at: evd::engine::clock::now_rfc3339(),
+            result: evd::engine::receipts::RunResult::Green,
             falsifiable: Some(true),
         };
         lines.push_str(&r.line());
     }
     let t = Instant::now();
-    evd::fsio::append(&g.receipts, lines.as_bytes())
+    evd::sys::fsio::append(&g.receipts, lines.as_bytes())
         .map_err(|e| format!("appending to {}: {e}", g.receipts.display()))?;
     wait_state(g, "green", t).ok_or_else(|| {
         format!(

@@ -135,7 +135,7 @@ fn append_receipt(root: &Path, t: &Target, commit: &str, result: &str) -> Res<()
         "commit": commit,
         "falsifiable": true,
         "platform": t.platform,
-        "ran_at": evd::clock::now_rfc3339(),
+        "ran_at": evd::engine::clock::now_rfc3339(),
         "result": result,
         "test": t.selector,
     });

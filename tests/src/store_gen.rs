@@ -11,7 +11,7 @@
 //! * `ticks` ticks in one parent chain, written with [`proto::Tick::file_bytes`] and named by
 //!   [`proto::id::tick_id`], `HEAD` naming the last one;
 //! * receipts for most test bindings, one file per selector ([`proto::id::receipt_key`]), lines
-//!   from [`evd::receipts::Receipt::line`], naming commits of that history.
+//!   from [`evd::engine::receipts::Receipt::line`], naming commits of that history.
 //!
 //! The mix, drawn from a small seeded PRNG: human decisions (person re-checks, unbound grounds,
 //! rejected roads, test bindings with counter-tests and full liveness, tripwire tests on
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use evd::receipts::{Receipt, RunResult};
+use evd::engine::receipts::{Receipt, RunResult};
 use proto::{Check, Ground, Liveness, SourceRef, Tick};
 use serde_json::{Map, Value};
 
@@ -119,7 +119,7 @@ pub fn generate(dir: &Path, opts: &Options) -> Result<Summary, String> {
     if !(0.0..=1.0).contains(&opts.test_bound) {
         return Err("gen_store: the test-bound share must lie within 0..=1".into());
     }
-    let now = evd::clock::parse(&opts.now)
+    let now = evd::engine::clock::parse(&opts.now)
         .ok_or_else(|| format!("gen_store: `{}` is not an RFC 3339 time", opts.now))?;
     fs::create_dir_all(dir).map_err(|e| format!("gen_store: creating {}: {e}", dir.display()))?;
     let root = fs::canonicalize(dir).map_err(|e| format!("gen_store: {}: {e}", dir.display()))?;
@@ -141,7 +141,9 @@ pub fn generate(dir: &Path, opts: &Options) -> Result<Summary, String> {
 
     // `now` stays a value of evd's clock type; the closure keeps this crate free of `time`.
     let stamp = move |secs_back: u64, nanos: u64| {
-        evd::clock::format(now - Duration::from_secs(secs_back) + Duration::from_nanos(nanos))
+        evd::engine::clock::format(
+            now - Duration::from_secs(secs_back) + Duration::from_nanos(nanos),
+        )
     };
     let mut mix = Mix::new(opts, shas, Box::new(stamp));
     mix.build();

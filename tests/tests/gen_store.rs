@@ -59,7 +59,7 @@ fn generated_stores_verify_upstream_and_hold_every_kind() {
         let all = files(root);
         assert_eq!(
             all.get("config").map(Vec::as_slice),
-            Some(evd::config::DEFAULT_CONFIG.as_bytes())
+            Some(evd::store::config::DEFAULT_CONFIG.as_bytes())
         );
         let head = String::from_utf8(all["HEAD"].clone()).expect("utf-8 HEAD");
         assert_eq!(head, summary.head);
@@ -159,7 +159,7 @@ fn generated_stores_verify_upstream_and_hold_every_kind() {
         assert!(!receipts.is_empty(), "seed {seed}: receipts written");
         for (name, bytes) in &receipts {
             let text = std::str::from_utf8(bytes).expect("utf-8 receipts");
-            let lines = evd::receipts::parse_file(text).expect("receipts parse");
+            let lines = evd::engine::receipts::parse_file(text).expect("receipts parse");
             for r in &lines {
                 assert_eq!(
                     name.as_str(),
@@ -216,7 +216,7 @@ fn every_generated_tick_packs_losslessly() {
     for e in std::fs::read_dir(&ticks).expect("read_dir").flatten() {
         let text = std::fs::read_to_string(e.path()).expect("read");
         let t = proto::Tick::parse(&text).expect("a generated tick parses");
-        let p = evd::packed::PackedTick::pack(&t);
+        let p = evd::engine::packed::PackedTick::pack(&t);
         assert_eq!(p.tick(), t, "{}", e.path().display());
         assert_eq!(
             (p.id(), p.blame(), p.status()),

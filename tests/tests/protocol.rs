@@ -80,7 +80,7 @@ fn notification_names(source: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_method_evd_serves_has_a_heading_on_the_page() {
-    let served = evd::server::method_names();
+    let served = evd::daemon::server::method_names();
     // The list comes from the module evd serves: plain methods, subscribe and unsubscribe calls.
     for known in ["ev.hello", "ev.check.plan", "ev.watch", "ev.unwatch"] {
         assert!(served.contains(&known), "{known} not in {served:?}");
@@ -100,7 +100,7 @@ fn every_method_evd_serves_has_a_heading_on_the_page() {
 
 #[test]
 fn the_page_describes_no_method_evd_does_not_serve() {
-    let served: BTreeSet<String> = evd::server::method_names()
+    let served: BTreeSet<String> = evd::daemon::server::method_names()
         .into_iter()
         .map(str::to_string)
         .collect();

@@ -79,7 +79,7 @@ fn a_fresh_repository_is_set_up_and_a_second_run_changes_nothing() {
     let config = std::fs::read_to_string(p.join(".evolving/config")).expect("config");
     assert_eq!(
         config,
-        evd::config::DEFAULT_CONFIG.replace("\"live-origin\"", "\"local-head\"")
+        evd::store::config::DEFAULT_CONFIG.replace("\"live-origin\"", "\"local-head\"")
     );
     // The agent files.
     let skill = std::fs::read_to_string(p.join(".claude/skills/ev/SKILL.md")).expect("skill");

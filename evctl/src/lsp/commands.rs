@@ -602,10 +602,10 @@ impl Drafts {
                 "{MAX_DRAFTS} drafts are open already: save or close one first"
             ));
         }
-        let rt = evd::paths::runtime_dir();
+        let rt = evd::sys::paths::runtime_dir();
         let dir = rt.join("lsp-drafts");
-        evd::paths::ensure_private_dir(&rt)
-            .and_then(|()| evd::paths::ensure_private_dir(&dir))
+        evd::sys::paths::ensure_private_dir(&rt)
+            .and_then(|()| evd::sys::paths::ensure_private_dir(&dir))
             .map_err(|e| format!("cannot make a draft in {}: {e}", dir.display()))?;
         self.made += 1;
         let path = dir.join(format!("decision-{}-{}.txt", std::process::id(), self.made));

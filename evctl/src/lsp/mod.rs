@@ -48,7 +48,7 @@ const MAX_FILES: usize = 10_000;
 const MAX_QUEUED: usize = 16;
 /// How much of a file is read to place its citations or cite a selection (a citation covers at
 /// most evd's limit, and starts before it).
-const CITE_READ: u64 = 4 * evd::evidence::MAX_SPAN;
+const CITE_READ: u64 = 4 * evd::ledger::evidence::MAX_SPAN;
 /// How long a test run from the editor may take, unless `initializationOptions` say otherwise.
 const TEST_LIMIT: Duration = Duration::from_secs(600);
 
@@ -480,7 +480,7 @@ impl Server {
     }
 
     fn hover(&self, uri: &Url) -> Value {
-        let now = evd::clock::now();
+        let now = evd::engine::clock::now();
         let md = self
             .rel(uri)
             .zip(self.guards.as_deref())
@@ -574,7 +574,7 @@ impl Server {
     /// open document a trigger covers; clear the files no longer guarded.
     fn publish(&mut self) {
         let Some(g) = self.guards.clone() else { return };
-        let now = evd::clock::now();
+        let now = evd::engine::clock::now();
         let mut files: Vec<(Url, String)> = Vec::new();
         let mut seen: HashSet<Url> = HashSet::new();
         let cited = diagnostics::cited_paths(&g);

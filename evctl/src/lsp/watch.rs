@@ -360,7 +360,7 @@ impl Watcher {
 
 /// Whether an evd holds this user's runtime directory (one is running, or starting).
 fn daemon_running() -> bool {
-    crate::client::live_daemon(&evd::paths::runtime_dir()).is_some()
+    crate::client::live_daemon(&evd::sys::paths::runtime_dir()).is_some()
 }
 
 async fn subscribe(s: &mut Session) -> Result<Subscription<WatchEvent>, String> {

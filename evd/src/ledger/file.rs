@@ -406,7 +406,9 @@ impl Ledger {
         let mut tail = read.tail.clone();
         // Never before the last line's time (a clock stepping back keeps the order).
         let ts = match &tail.ts {
-            Some(last) if crate::clock::parse(last) > crate::clock::parse(ts) => last.clone(),
+            Some(last) if crate::engine::clock::parse(last) > crate::engine::clock::parse(ts) => {
+                last.clone()
+            }
             _ => ts.to_string(),
         };
         // A torn last line is ended first, so that it stays the line it was (and the chain
@@ -440,9 +442,9 @@ impl Ledger {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        crate::fsio::ensure_dir(&dir)?;
+        crate::sys::fsio::ensure_dir(&dir)?;
         let before = stamp(&self.path).map_or(0, |s| s.len);
-        let mut f = crate::fsio::open_append(&self.path)?;
+        let mut f = crate::sys::fsio::open_append(&self.path)?;
         let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_data());
         if let Err(e) = written {
             // Nothing of a failed batch may stay: cut the file back to its old end.

@@ -13,9 +13,11 @@
 //! - [`query`]: the questions seed 002 asks of a ledger;
 //! - [`replay`]: what a check rested on, recorded, and the fold that reproduces its verdicts.
 
+pub mod evidence;
 pub mod file;
 pub mod query;
 pub mod replay;
+pub mod replay_record;
 pub mod rules;
 
 use serde_json::{Map, Value};
@@ -118,7 +120,7 @@ pub fn own_event(
 pub fn run_id() -> &'static str {
     static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     RUN.get_or_init(|| {
-        let start = crate::clock::now_rfc3339().replace([':', '-'], "");
+        let start = crate::engine::clock::now_rfc3339().replace([':', '-'], "");
         let start = start.split('.').next().unwrap_or_default().to_string();
         format!("R-{start}-{}", std::process::id())
     })

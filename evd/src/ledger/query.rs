@@ -273,7 +273,7 @@ fn decisions(events: &[Value]) -> Value {
         let Some(tick) = s(p, &["tick_id"]) else {
             continue;
         };
-        let ts = s(ev, &["ts"]).and_then(crate::clock::parse);
+        let ts = s(ev, &["ts"]).and_then(crate::engine::clock::parse);
         let old = s(p, &["old"]);
         let new = s(p, &["new"]);
         let d = by.entry(tick.to_string()).or_default();

@@ -28,8 +28,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::receipts::{self, Receipt};
-use crate::verdict::{self, Inputs, Selected};
+use crate::engine::receipts::{self, Receipt};
+use crate::engine::verdict::{self, Inputs, Selected};
 
 pub const RECEIPT_APPENDED: &str = "receipt_appended";
 pub const RECEIPTS_OBSERVED: &str = "receipts_observed";
@@ -146,7 +146,7 @@ pub fn tick_number(id: &str) -> u64 {
 /// and digest of its receipts, the live ticks, the non-zero git bits, the selected-list.
 #[derive(Debug, Default)]
 pub struct Known {
-    /// By receipt key (as a number, see [`crate::check_memo::receipt_key_number`]).
+    /// By receipt key (as a number, see [`crate::memo::check::receipt_key_number`]).
     pub receipts: HashMap<u64, (u32, u64)>,
     pub live: HashSet<u64>,
     pub git: HashMap<(u64, u32), u8>,
@@ -195,7 +195,7 @@ impl Known {
             return false;
         };
         for (key, f) in &l.payload.files {
-            let Some(key) = crate::check_memo::receipt_key_number(key) else {
+            let Some(key) = crate::memo::check::receipt_key_number(key) else {
                 continue;
             };
             let e = self.receipts.entry(key).or_default();
@@ -219,7 +219,7 @@ impl Known {
             RECEIPT_APPENDED => {
                 let key = p.get("key").and_then(Value::as_str);
                 let r = p.get("receipt").and_then(receipt_of);
-                let key = key.and_then(crate::check_memo::receipt_key_number);
+                let key = key.and_then(crate::memo::check::receipt_key_number);
                 if let (Some(key), Some(r)) = (key, r) {
                     let e = self.receipts.entry(key).or_default();
                     *e = (e.0 + 1, digest_after(e.1, &r));
@@ -230,7 +230,7 @@ impl Known {
                     return;
                 };
                 for (key, f) in files {
-                    let Some(key) = crate::check_memo::receipt_key_number(key) else {
+                    let Some(key) = crate::memo::check::receipt_key_number(key) else {
                         continue;
                     };
                     let from = f.get("from").and_then(Value::as_u64).unwrap_or(0);
@@ -564,7 +564,7 @@ impl Replay {
         let now = b
             .get("now")
             .and_then(Value::as_str)
-            .and_then(crate::clock::parse)
+            .and_then(crate::engine::clock::parse)
             .ok_or("the basis has no readable clock (now)")?;
         if let Some(s) = b.get("selected") {
             let s = selected_of(s);
@@ -619,7 +619,7 @@ impl Replay {
             }
         }
         let memos = &self.memos;
-        Ok(crate::check_memo::fingerprint_of(
+        Ok(crate::memo::check::fingerprint_of(
             self.order.iter().flat_map(|(_, Reverse(id))| {
                 memos
                     .get(id)
@@ -706,7 +706,7 @@ mod tests {
             RECEIPTS_OBSERVED,
             &obj(serde_json::json!({"files": {key.clone(): {"from": 1, "receipts": [receipt_value(&r("2"))]}}})),
         );
-        let n = crate::check_memo::receipt_key_number(&key).expect("a key");
+        let n = crate::memo::check::receipt_key_number(&key).expect("a key");
         assert_eq!(k.receipts[&n], (2, digest_of(&[r("1"), r("2")])));
         k.fold(
             RECEIPTS_OBSERVED,

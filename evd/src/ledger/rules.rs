@@ -277,7 +277,7 @@ pub fn check_written(
         }
     }
     let ts = match ev.get("ts") {
-        Some(Value::String(t)) if t.ends_with('Z') && crate::clock::parse(t).is_some() => t,
+        Some(Value::String(t)) if t.ends_with('Z') && crate::engine::clock::parse(t).is_some() => t,
         _ => {
             return Err(Violation::new(
                 "envelope",
@@ -286,7 +286,10 @@ pub fn check_written(
         }
     };
     if let Some(last) = last_ts {
-        if let (Some(a), Some(b)) = (crate::clock::parse(last), crate::clock::parse(ts)) {
+        if let (Some(a), Some(b)) = (
+            crate::engine::clock::parse(last),
+            crate::engine::clock::parse(ts),
+        ) {
             if b < a {
                 return Err(Violation::new(
                     "order",

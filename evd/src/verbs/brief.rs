@@ -9,7 +9,7 @@ use crate::store::Store;
 pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refusal> {
     store.require()?;
     let limit = req.limit.unwrap_or_else(|| store.config().brief_limit);
-    let mut kept: Vec<(&str, &crate::packed::PackedTick, bool)> = store
+    let mut kept: Vec<(&str, &crate::engine::packed::PackedTick, bool)> = store
         .current()?
         .into_iter()
         .filter(|(_, t)| {
@@ -67,7 +67,7 @@ pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refus
     ev.insert("op".into(), "brief".into());
     ev.insert("testbindable".into(), testbindable.into());
     ev.insert("total".into(), total.into());
-    ev.insert("ts".into(), crate::clock::now_rfc3339().into());
+    ev.insert("ts".into(), crate::engine::clock::now_rfc3339().into());
     store.append_event(&proto::json::compact(&Value::Object(ev)));
     Ok(out)
 }

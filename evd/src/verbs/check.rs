@@ -16,24 +16,24 @@ use proto::rpc::{
 use proto::Tick;
 use serde_json::{Map, Value};
 
-use crate::check_memo::{receipt_key_number, Basis, CheckEvent, Evaluation, TestPart, TickPart};
-use crate::fsio;
-use crate::git_ranges::{self, Answers, Range};
+use crate::engine::receipts::{Receipt, RunResult};
+use crate::engine::verdict::{self, Inputs, Label};
+use crate::git::inputs::{cached_origin, read_selected};
+use crate::git::ranges::{self as git_ranges, Answers, Range};
+use crate::git::worktree::Uncommitted;
 use crate::ledger::replay;
-use crate::receipts::{Receipt, RunResult};
+use crate::memo::check::{receipt_key_number, Basis, CheckEvent, Evaluation, TestPart, TickPart};
 use crate::store::Store;
-use crate::verdict::{self, Inputs, Label};
-use crate::verdict_inputs::{cached_origin, read_selected};
-use crate::worktree::Uncommitted;
+use crate::sys::fsio;
 
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
 
 /// The repository's HEAD commit, as evd sees it (`None` outside git): `git rev-parse --verify
 /// -q HEAD`, through the store's cache of git's answers.
-fn git_head(facts: &mut crate::gitfacts::FactCache, root: &Path) -> Option<String> {
+fn git_head(facts: &mut crate::git::facts::FactCache, root: &Path) -> Option<String> {
     facts
-        .answer(root, crate::gitfacts::Query::Head)
+        .answer(root, crate::git::facts::Query::Head)
         .filter(|s| is_40_lower_hex(s))
 }
 
@@ -92,7 +92,7 @@ fn state_body(
     graded: &[Graded],
     policy: &str,
     sha: Option<&str>,
-    evidence: Option<&[crate::evidence::Cited]>,
+    evidence: Option<&[crate::ledger::evidence::Cited]>,
 ) -> Map<String, Value> {
     let grounds: Vec<Value> = tick
         .grounds
@@ -129,7 +129,10 @@ fn state_body(
     let mut o = Map::new();
     // Only a tick citing evidence has the list (upstream's files never do).
     if let Some(cited) = evidence.filter(|c| !c.is_empty()) {
-        let list: Vec<Value> = cited.iter().map(crate::evidence::Cited::to_json).collect();
+        let list: Vec<Value> = cited
+            .iter()
+            .map(crate::ledger::evidence::Cited::to_json)
+            .collect();
         o.insert("evidence".into(), list.into());
     }
     o.insert("grounds".into(), grounds.into());
@@ -148,7 +151,7 @@ fn verdicts_digest(
     graded: &[Graded],
     policy: &str,
     sha: Option<&str>,
-    evidence: Option<&[crate::evidence::Cited]>,
+    evidence: Option<&[crate::ledger::evidence::Cited]>,
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -175,7 +178,7 @@ fn write_state(
     tick: &Tick,
     graded: &[Graded],
     (policy, sha): (&str, Option<&str>),
-    evidence: Option<&[crate::evidence::Cited]>,
+    evidence: Option<&[crate::ledger::evidence::Cited]>,
     create: bool,
     digest: u64,
 ) -> bool {
@@ -203,7 +206,10 @@ fn write_state(
         store.state_written.insert(id, digest);
         return true;
     }
-    body.insert("computed_at".into(), crate::clock::now_rfc3339().into());
+    body.insert(
+        "computed_at".into(),
+        crate::engine::clock::now_rfc3339().into(),
+    );
     let bytes = proto::json::pretty(&Value::Object(body));
     store
         .state_watch
@@ -251,7 +257,7 @@ fn state_digest(said: &Map<String, Value>) -> u64 {
 
 /// Read, on a few threads, the state files of `ids` this store has no record of, for the
 /// evaluation about to compare them (a fresh daemon's first check compares thousands). A file
-/// the previous daemon recorded (see [`crate::state_record`]) and nobody touched since is not
+/// the previous daemon recorded (see [`crate::store::state_record`]) and nobody touched since is not
 /// read: what it says is known.
 fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
     if ids.is_empty() {
@@ -264,11 +270,11 @@ fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
         Recorded(u64),
         Read(Option<u64>),
     }
-    let known = crate::par::map(&ids, 256, |id| {
+    let known = crate::sys::par::map(&ids, 256, |id| {
         let path = dir.join(format!("{id}.json"));
-        let recorded = record
-            .get(*id)
-            .filter(|(_, stamp)| crate::state_record::Stamp::of(&path).as_ref() == Some(stamp));
+        let recorded = record.get(*id).filter(|(_, stamp)| {
+            crate::store::state_record::Stamp::of(&path).as_ref() == Some(stamp)
+        });
         match recorded {
             Some(&(digest, _)) => Known::Recorded(digest),
             None => Known::Read(read_state_file(&path).map(|o| state_digest(&o))),
@@ -293,7 +299,7 @@ fn basis(
     store: &mut Store,
     offline: bool,
     attest: Option<Vec<String>>,
-    config: &crate::config::Config,
+    config: &crate::store::config::Config,
     reference: Option<String>,
 ) -> Result<Basis, Refusal> {
     store.refresh()?;
@@ -306,7 +312,7 @@ fn basis(
     let head = git_head(&mut store.git, &root);
     let guarded = store.guarded_paths()?;
     let uncommitted = store.uncommitted_and_ranges(head.as_deref(), &guarded);
-    let evidence = crate::evidence::sync(store)?;
+    let evidence = crate::ledger::evidence::sync(store)?;
     Ok(Basis {
         offline,
         attest,
@@ -326,7 +332,7 @@ fn basis(
 /// When a git child overran during this evaluation, its verdicts rest on facts that could not be
 /// learnt: refuse, keep nothing, and say what hung.
 fn refuse_on_git_timeouts(store: &mut Store) -> Result<(), Refusal> {
-    let timeouts = crate::child::take_timeouts();
+    let timeouts = crate::sys::child::take_timeouts();
     let Some(first) = timeouts.first() else {
         return Ok(());
     };
@@ -337,7 +343,7 @@ fn refuse_on_git_timeouts(store: &mut Store) -> Result<(), Refusal> {
         "git did not answer in time: `{first}` ran past {} s and was stopped{}, so the verdicts \
          that depend on it are unknown — look for a hung filesystem, a FIFO or a stale lock in \
          the repository, then check again",
-        crate::child::git_timeout().as_secs_f32(),
+        crate::sys::child::git_timeout().as_secs_f32(),
         if timeouts.len() > 1 {
             format!(" ({} git commands in all)", timeouts.len())
         } else {
@@ -362,7 +368,7 @@ pub struct Evaluated {
 /// current (§10.1 steps 1, 2, 4, 5).
 pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Refusal> {
     // Only this request's git children count.
-    crate::child::take_timeouts();
+    crate::sys::child::take_timeouts();
     store.require()?;
     let attest = req.attest.clone().filter(|a| !a.is_empty());
     store.last_check = (req.offline, attest.clone());
@@ -372,7 +378,7 @@ pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Ref
     let started = Instant::now();
     let basis = basis(store, req.offline, attest, &config, reference)?;
     let basis_took = started.elapsed();
-    let now = crate::clock::now();
+    let now = crate::engine::clock::now();
     let eval = match store.memos.get(&basis, now, true, store.state_epoch) {
         Some(e) => e,
         None => {
@@ -388,7 +394,7 @@ pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Ref
             );
             refuse_on_git_timeouts(store)?;
             store.memos.put(basis.clone(), Arc::clone(&e));
-            crate::resources::release_free_memory();
+            crate::sys::resources::release_free_memory();
             e
         }
     };
@@ -418,12 +424,12 @@ fn kept_parts(e: &Evaluation, prior: Option<&Evaluation>) -> usize {
 pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
     let started = Instant::now();
     let e = evaluated(store, req)?;
-    let now = crate::clock::now();
+    let now = crate::engine::clock::now();
     let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let mut run = Map::new();
     run.insert("decisions".into(), e.eval.decisions().into());
     run.insert("op".into(), "check-run".into());
-    run.insert("ts".into(), crate::clock::format(now).into());
+    run.insert("ts".into(), crate::engine::clock::format(now).into());
     run.insert("wall_ms".into(), wall_ms.into());
     let mut run = proto::json::compact(&Value::Object(run));
     run.push('\n');
@@ -446,9 +452,9 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         p.insert("attest".into(), a.clone().into());
     }
     p.insert("wall_ms".into(), wall_ms.into());
-    let pending = crate::replay_record::capture(store, &e, p);
+    let pending = crate::ledger::replay_record::capture(store, &e, p);
     store.journal_check(pending);
-    let evidence = crate::evidence::drifted_rows(store)?;
+    let evidence = crate::ledger::evidence::drifted_rows(store)?;
     let mut out = answer(&e.eval, req, e.policy, e.basis.reference, e.warnings);
     out.gating |= evidence.iter().any(|r| r.gating);
     out.evidence = evidence;
@@ -498,7 +504,7 @@ fn answer(
 /// Returns the verdicts that changed since the last evaluation.
 pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal> {
     store.require()?;
-    crate::child::take_timeouts();
+    crate::sys::child::take_timeouts();
     if !store.results_dir().join("state").is_dir() {
         // In the background, never recreate what someone is removing.
         return Ok(Vec::new());
@@ -516,14 +522,14 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
             "local-head" => git_head(&mut store.git, &root),
             _ => store
                 .git
-                .answer(&root, crate::gitfacts::Query::Upstream)
+                .answer(&root, crate::git::facts::Query::Upstream)
                 .filter(|s| is_40_lower_hex(s)),
         }
     };
     let started = Instant::now();
     let basis = basis(store, offline, attest, &config, reference)?;
     let basis_took = started.elapsed();
-    let now = crate::clock::now();
+    let now = crate::engine::clock::now();
     if store
         .memos
         .get(&basis, now, false, store.state_epoch)
@@ -540,7 +546,7 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
         );
         refuse_on_git_timeouts(store)?;
         store.memos.put(basis, Arc::new(e));
-        crate::resources::release_free_memory();
+        crate::sys::resources::release_free_memory();
     }
     Ok(std::mem::take(&mut store.pending_changes))
 }
@@ -696,11 +702,11 @@ fn evaluate(
     }
     store.state_read_ahead.clear();
     // An answer from a git that overran is no answer: nothing learnt in this pass is kept.
-    let timeouts = crate::child::take_timeouts();
+    let timeouts = crate::sys::child::take_timeouts();
     if timeouts.is_empty() {
         git.give_back(store, record);
     } else {
-        crate::child::note_timeouts(timeouts);
+        crate::sys::child::note_timeouts(timeouts);
     }
     // Take in this pass's own writes now, so that a change someone makes to one of those files
     // later is never mistaken for ours.
@@ -744,13 +750,13 @@ fn evaluate(
 /// A current live tick — its file and its cached tick — with the prior's part for it, if any.
 type Candidate<'v> = (
     &'v Arc<str>,
-    &'v Arc<crate::packed::PackedTick>,
+    &'v Arc<crate::engine::packed::PackedTick>,
     Option<&'v Arc<TickPart>>,
 );
 
 /// Whether one of `tick`'s test grounds has a trigger covering one of `paths` (or one git must
 /// be asked about directly).
-fn guards_any(tick: &crate::packed::PackedTick, paths: &[String]) -> bool {
+fn guards_any(tick: &crate::engine::packed::PackedTick, paths: &[String]) -> bool {
     tick.test_bindings().any(|(_, _, triggers)| {
         triggers.iter().any(|t| {
             !git_ranges::plain_path(t) || paths.iter().any(|p| proto::pathspec::covers(t, p))
@@ -849,14 +855,14 @@ impl GitFacts {
     fn ask_ahead<'t>(
         &mut self,
         store: &mut Store,
-        ticks: impl Iterator<Item = &'t crate::packed::PackedTick>,
+        ticks: impl Iterator<Item = &'t crate::engine::packed::PackedTick>,
         basis: &Basis,
     ) {
         let mut todo: [Vec<(String, Vec<String>)>; 2] = [Vec::new(), Vec::new()];
         let mut seen = std::collections::HashSet::new();
         for tick in ticks {
             for g in tick.grounds() {
-                let crate::packed::CheckRef::Test {
+                let crate::engine::packed::CheckRef::Test {
                     reference,
                     verified_at_sha,
                     triggered_by,
@@ -961,7 +967,7 @@ impl GitFacts {
         if let Some(&d) = self.direct.get(paths) {
             return (d, true);
         }
-        let d = crate::worktree::status_of(&self.root, paths);
+        let d = crate::git::worktree::status_of(&self.root, paths);
         self.direct.insert(paths.to_vec(), d);
         (d, true)
     }
@@ -1002,7 +1008,7 @@ impl verdict::GitSays for GroundGit<'_> {
 fn evaluate_tick(
     store: &mut Store,
     file: &Arc<str>,
-    packed: &Arc<crate::packed::PackedTick>,
+    packed: &Arc<crate::engine::packed::PackedTick>,
     tick: &Tick,
     inputs: &Inputs,
     git: &mut GitFacts,
@@ -1089,7 +1095,7 @@ fn evaluate_tick(
     });
     let tests = (!rows.is_empty()).then(|| {
         Box::new(TestPart {
-            rows: crate::check_memo::Rows::from(rows).with_git(&git_bits),
+            rows: crate::memo::check::Rows::from(rows).with_git(&git_bits),
             check_event,
             keys: keys.into(),
             expires,
@@ -1177,14 +1183,14 @@ pub fn append_receipts(
                 test: r.test.clone(),
                 platform: r.platform.clone(),
                 commit: r.commit.clone(),
-                ran_at: crate::clock::now_rfc3339(),
+                ran_at: crate::engine::clock::now_rfc3339(),
                 result,
                 falsifiable: r.falsifiable,
             };
             (r, receipt.line())
         })
         .collect();
-    crate::limits::check_receipts(lines.iter().map(|(_, l)| l.as_str()))?;
+    crate::engine::limits::check_receipts(lines.iter().map(|(_, l)| l.as_str()))?;
     let run_id = match req.run_id.as_deref() {
         None => crate::ledger::run_id().to_string(),
         Some(r) if valid_run_id(r) => r.to_string(),
@@ -1335,7 +1341,7 @@ mod tests {
         assert!(r.warnings.is_empty());
         let text = std::fs::read_to_string(store.results_dir().join("receipts/b5bea41b6c62.jsonl"))
             .expect("receipts file");
-        let parsed = crate::receipts::parse_file(&text).expect("parses");
+        let parsed = crate::engine::receipts::parse_file(&text).expect("parses");
         assert_eq!(parsed.len(), 2);
         assert_eq!(parsed[1].result, RunResult::Red);
         let bad = AppendReceiptsRequest {

@@ -1,5 +1,5 @@
 //! `ev.evidence`: every citation of the current decisions, re-hashed against its file (see
-//! [`crate::evidence::marker_rows`]).
+//! [`crate::ledger::evidence::marker_rows`]).
 
 use proto::rpc::{CitedEvidence, EvidenceResult, Refusal};
 
@@ -8,7 +8,7 @@ use crate::store::Store;
 pub fn evidence(store: &mut Store) -> Result<EvidenceResult, Refusal> {
     store.require()?;
     let mut out = EvidenceResult::default();
-    for (row, sha256) in crate::evidence::marker_rows(store, false, true)? {
+    for (row, sha256) in crate::ledger::evidence::marker_rows(store, false, true)? {
         out.holding += usize::from(row.label == "holds");
         out.citations.push(CitedEvidence {
             tick_id: row.tick_id,

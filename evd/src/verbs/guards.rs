@@ -12,10 +12,10 @@ use proto::rpc::{
     StalenessRef, GATING_ROWS,
 };
 
-use crate::check_memo;
+use crate::engine::verdict;
+use crate::memo::check as check_memo;
 use crate::store::Store;
 use crate::verbs::check;
-use crate::verdict;
 
 /// Paths a request may name at most (a hook's staged change is usually a handful).
 pub const MAX_PATHS: usize = 100_000;
@@ -169,7 +169,7 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     } else {
         Vec::new()
     };
-    let evidence = crate::evidence::marker_rows(store, true, req.all_evidence)?
+    let evidence = crate::ledger::evidence::marker_rows(store, true, req.all_evidence)?
         .into_iter()
         .map(|(row, _)| row)
         .collect::<Vec<_>>();

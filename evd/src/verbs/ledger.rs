@@ -28,9 +28,9 @@ pub fn own_agent() -> &'static str {
 /// and whether tracked files have uncommitted changes (empty strings outside a repository).
 pub fn git_now(store: &Store) -> Value {
     let root = store.root();
-    let head = crate::verdict_inputs::git(root, &["rev-parse", "--verify", "-q", "HEAD"])
-        .unwrap_or_default();
-    let branch = crate::verdict_inputs::git(root, &["symbolic-ref", "--short", "-q", "HEAD"])
+    let head =
+        crate::git::inputs::git(root, &["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default();
+    let branch = crate::git::inputs::git(root, &["symbolic-ref", "--short", "-q", "HEAD"])
         .filter(|b| !b.is_empty())
         .unwrap_or_else(|| {
             if head.is_empty() {
@@ -39,7 +39,7 @@ pub fn git_now(store: &Store) -> Value {
                 "HEAD".into()
             }
         });
-    let dirty = crate::worktree::status(root).is_some_and(|u| !u.paths.is_empty());
+    let dirty = crate::git::worktree::status(root).is_some_and(|u| !u.paths.is_empty());
     ledger::git(&branch, &head, dirty)
 }
 
@@ -107,7 +107,7 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
     }
     let lines = store
         .ledger
-        .append(events, &crate::clock::now_rfc3339())
+        .append(events, &crate::engine::clock::now_rfc3339())
         .map_err(|e| Refusal::io(format!("writing the ledger: {e}; nothing was appended")))?;
     let first_seq = lines
         .first()
@@ -166,7 +166,7 @@ pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
         let ev = ledger::own_event("ledger_validation_error", own_agent(), &host, &git, payload);
         let lines = store
             .ledger
-            .append_own(vec![ev], &crate::clock::now_rfc3339())
+            .append_own(vec![ev], &crate::engine::clock::now_rfc3339())
             .map_err(|e| Refusal::io(format!("writing the ledger: {e}")))?;
         lines
             .first()

@@ -45,7 +45,7 @@ pub fn list(store: &mut Store) -> Result<ListResult, Refusal> {
 }
 
 /// `ev.list` in the form asked for. The plain listing is written to an answer file once per
-/// change of the tick cache (see [`crate::answers`]) and handed over by name: a large store's
+/// change of the tick cache (see [`crate::sys::answers`]) and handed over by name: a large store's
 /// listing is megabytes, which the socket would carry as escaped JSON at a fraction of the
 /// speed. Without answer files (in-process), the entries.
 pub fn list_answer(store: &mut Store, req: &ListRequest) -> Result<ListResult, Refusal> {
@@ -74,11 +74,11 @@ fn plain_file(store: &mut Store) -> Result<Option<AnswerRef>, Refusal> {
         store.list_answer = None;
         let text = proto::rpc::list_plain_lines(&list(store)?.entries);
         store.list_answer =
-            crate::answers::AnswerFile::write(text.as_bytes()).map(|f| (generation, f));
+            crate::sys::answers::AnswerFile::write(text.as_bytes()).map(|f| (generation, f));
         // The entries and the text were a large store's worth of small strings: give the pages
         // back.
         drop(text);
-        crate::resources::release_free_memory();
+        crate::sys::resources::release_free_memory();
     }
     Ok(store.list_answer.as_ref().map(|(_, f)| AnswerRef {
         path: f.path.display().to_string(),

@@ -403,7 +403,7 @@ fn plan(
                 ratifies: None,
             },
             tip,
-            crate::clock::now(),
+            crate::engine::clock::now(),
         );
         tip = tick.id.clone();
         index.insert(
@@ -465,7 +465,7 @@ fn migrate_event() -> String {
     o.insert("op".into(), "migrate".into());
     o.insert(
         "ts".into(),
-        crate::clock::format(crate::clock::now()).into(),
+        crate::engine::clock::format(crate::engine::clock::now()).into(),
     );
     proto::json::compact(&Value::Object(o))
 }

@@ -6,12 +6,12 @@ use proto::model::Check;
 use proto::rpc::{codes, Refusal, ReopenGround, ReopenResult};
 use proto::Tick;
 
-use crate::store::Store;
-use crate::verbs::{lookup, Lookup};
-use crate::verdict::{self, Inputs};
-use crate::verdict_inputs::{
+use crate::engine::verdict::{self, Inputs};
+use crate::git::inputs::{
     cached_origin, read_receipts, read_selected, touched_since_verified, triggered_since,
 };
+use crate::store::Store;
+use crate::verbs::{lookup, Lookup};
 
 /// What git says about one ground, asked upstream's way (one process per question).
 struct AskGit<'a> {
@@ -28,7 +28,7 @@ impl verdict::GitSays for AskGit<'_> {
     }
 
     fn uncommitted(&mut self) -> bool {
-        crate::worktree::status_of(self.root, self.paths)
+        crate::git::worktree::status_of(self.root, self.paths)
     }
 }
 
@@ -52,7 +52,7 @@ pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
         reference_sha: origin.as_deref(),
         attest: None,
         selected: selected.as_ref(),
-        now: crate::clock::now(),
+        now: crate::engine::clock::now(),
         staleness_days: store.config().staleness_days,
     };
     let grounds = tick
@@ -101,10 +101,10 @@ pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
             row
         })
         .collect();
-    store.append_event(&crate::events::tick_event(
+    store.append_event(&crate::engine::events::tick_event(
         "reopen",
         &tick,
-        crate::clock::now(),
+        crate::engine::clock::now(),
     ));
     Ok(result(&tick, superseded_by, grounds))
 }

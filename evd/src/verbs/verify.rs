@@ -27,14 +27,14 @@ pub fn self_test() -> VerifyResult {
 }
 
 /// `verify`: audit every tick file, read fresh from disk (a daemon reads again only the files
-/// that changed since its last audit, see [`crate::verify_memo`]). A missing store is
+/// that changed since its last audit, see [`crate::memo::verify`]). A missing store is
 /// `reading store: <io error>` here (there is no no-store message).
 pub fn verify(store: &mut Store, self_test_only: bool) -> Result<VerifyResult, Refusal> {
     if self_test_only {
         return Ok(self_test());
     }
     store.exists()?;
-    let audited = crate::verify_memo::audit_store(store, store.config().schema_version)?;
+    let audited = crate::memo::verify::audit_store(store, store.config().schema_version)?;
     // Beyond upstream's audit: what no tick reader sees, but a writer would build on.
     let mut violations = audited.audit.violations;
     violations.extend(

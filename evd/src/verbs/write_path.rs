@@ -39,10 +39,10 @@ pub fn checks(
         .into_iter()
         .chain(grounds.iter().map(|g| g.claim.as_str()));
     Ok(texts
-        .flat_map(crate::lint::r3_hits)
+        .flat_map(crate::engine::lint::r3_hits)
         .map(|w| Warning {
             kind: "r3_lint".into(),
-            message: crate::lint::r3_warning(w),
+            message: crate::engine::lint::r3_warning(w),
         })
         .collect())
 }
@@ -57,7 +57,7 @@ pub fn mint(new: NewTick, parent_id: String, now: time::OffsetDateTime) -> Tick 
         parent_id,
         id,
         status: "live".into(),
-        held_since: crate::clock::format(now),
+        held_since: crate::engine::clock::format(now),
         blame: new.blame,
         authority: new.authority,
         jurisdiction: new.jurisdiction,
@@ -88,14 +88,14 @@ pub fn write(
     let with = |r: Refusal| r.with_warnings(warnings.clone());
     store.require().map_err(with)?;
     let parent_id = store.head_for_write().map_err(with)?;
-    let now = crate::clock::now();
+    let now = crate::engine::clock::now();
     let tick = mint(new, parent_id, now);
     if preview {
         // Refused exactly as the append would refuse the write.
-        crate::limits::check_tick(&tick).map_err(with)?;
-        crate::evidence::check_tick(store.root(), &tick).map_err(with)?;
+        crate::engine::limits::check_tick(&tick).map_err(with)?;
+        crate::ledger::evidence::check_tick(store.root(), &tick).map_err(with)?;
     } else {
-        let event = crate::events::tick_event(op, &tick, now);
+        let event = crate::engine::events::tick_event(op, &tick, now);
         store.append(tick.clone()).map_err(with)?;
         store.append_event(&event);
         store.journal_tick(op, &tick);

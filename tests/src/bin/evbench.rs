@@ -311,7 +311,7 @@ impl World {
     }
 
     fn socket(&self) -> PathBuf {
-        evd::paths::socket_path(&self.rt_dir())
+        evd::sys::paths::socket_path(&self.rt_dir())
     }
 
     /// A command with the private environment (none of the caller's evd settings).
@@ -386,7 +386,7 @@ impl World {
 
     /// [`World::start_daemon`], with `env` added to evd's environment (e.g. `EVD_NO_WATCH`).
     fn start_daemon_with(&self, env: &[(&str, &str)]) -> Res<Daemon<'_>> {
-        evd::paths::ensure_private_dir(&self.rt_dir())
+        evd::sys::paths::ensure_private_dir(&self.rt_dir())
             .map_err(|e| format!("runtime dir {}: {e}", self.rt_dir().display()))?;
         let log = fs::File::create(self.xdg.path().join("evbench-evd.log"))
             .map_err(|e| format!("daemon log: {e}"))?;
@@ -1162,22 +1162,22 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report, daemon_pid: u32) ->
         let before = fs::read_to_string(&state).unwrap_or_default();
         let mut lines = String::new();
         for p in &platforms {
-            let r = evd::receipts::Receipt {
+            let r = evd::engine::receipts::Receipt {
                 test: selector.clone(),
                 platform: p.clone(),
                 commit: fx.head_sha.clone(),
-                ran_at: evd::clock::now_rfc3339(),
+                ran_at: evd::engine::clock::now_rfc3339(),
                 result: if result == "red" {
-                    evd::receipts::RunResult::Red
+                    evd::engine::receipts::RunResult::Red
                 } else {
-                    evd::receipts::RunResult::Green
+                    evd::engine::receipts::RunResult::Green
                 },
                 falsifiable: Some(true),
             };
             lines.push_str(&r.line());
         }
         let t = Instant::now();
-        evd::fsio::append(&receipts, lines.as_bytes())
+        evd::sys::fsio::append(&receipts, lines.as_bytes())
             .map_err(|e| format!("append receipt: {e}"))?;
         loop {
             let now = fs::read_to_string(&state).unwrap_or_default();
@@ -1470,7 +1470,7 @@ fn pressure_many_stores(w: &World, sum: &mut PressureSummary) -> Res<Vec<evd_e2e
     println!("\nP1. evd threads and inotify instances with 1, 40 and 300 stores in use (init, decide, check each)");
     let daemon = w.start_daemon()?;
     // evd's default cap on open stores (this bench's evd runs without EVD_MAX_OPEN_STORES).
-    let cap = evd::registry::Limits::default().max_open;
+    let cap = evd::daemon::registry::Limits::default().max_open;
     let mut stores = Vec::new();
     for n in [1, 40, 300] {
         let t = Instant::now();
@@ -2002,7 +2002,7 @@ fn run(report: &mut Report) -> Res<()> {
     let hello = rt
         .block_on(client.hello(HelloRequest {
             protocol: PROTOCOL_VERSION,
-            build_id: evd::paths::build_identity(&w.bins.evd, None).unwrap_or_default(),
+            build_id: evd::sys::paths::build_identity(&w.bins.evd, None).unwrap_or_default(),
             client: "evbench".into(),
         }))
         .map_err(rpc_err("hello"))?;

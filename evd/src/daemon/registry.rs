@@ -1,0 +1,643 @@
+//! The stores a daemon holds. Each open store gets one actor: a thread that owns the [`Store`]
+//! (its lock, its cache, its watches) and runs every request for that store one at a time, so
+//! any number of clients produce one linear chain. Store I/O never blocks the async runtime.
+//!
+//! What a daemon holds stays bounded whatever clients do:
+//! - a request naming a directory without a store opens nothing (see [`Target::Absent`]);
+//! - a store nobody used for [`Limits::idle`] is released (lock, watches, memory) and opens
+//!   again on its next request;
+//! - at most [`Limits::max_open`] stores are open: opening one more releases the least recently
+//!   used idle one first.
+//!
+//! A store is never released while a request or a subscription holds a [`Lease`] on it, and a
+//! store opened again waits until its previous actor has let go of the lock.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use proto::rpc::{codes, Context, Refusal, StoreStatus, WatchEvent};
+use tokio::sync::{broadcast, oneshot};
+
+use crate::daemon::watcher::{self, Changes};
+use crate::store::Store;
+
+type Job = Box<dyn FnOnce(&mut Store) + Send>;
+
+/// What a store's actor thread receives.
+enum Msg {
+    /// A request to run.
+    Job(Job),
+    /// The watcher saw these changes.
+    Changes(Changes),
+    /// Release the store and end the thread.
+    Stop,
+}
+
+/// How many pushed events a slow subscriber may fall behind before it is told to resync.
+const EVENT_BUFFER: usize = 4096;
+
+/// How long a store whose watch could not be made waits before trying again.
+const WATCH_RETRY: Duration = Duration::from_secs(30);
+
+/// How long open stores may sit unused, and how many may be open at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub idle: Duration,
+    pub max_open: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            idle: Duration::from_secs(600),
+            max_open: 32,
+        }
+    }
+}
+
+/// What `status` reports about a store, refreshed after every request.
+#[derive(Debug, Clone, Default)]
+struct Snapshot {
+    /// Whether this daemon owns the store (holds its lock).
+    held: bool,
+    ticks: usize,
+    head: String,
+    writes: u64,
+    watch: String,
+    /// `.evolving`'s (device, inode) once the store exists: how a renamed repository is known.
+    identity: Option<(u64, u64)>,
+}
+
+pub struct StoreActor {
+    root: PathBuf,
+    opened_at: String,
+    jobs: mpsc::Sender<Msg>,
+    snapshot: Arc<Mutex<Snapshot>>,
+    events: broadcast::Sender<WatchEvent>,
+    /// Leases out (requests running or queued, subscriptions).
+    leases: AtomicUsize,
+    /// Milliseconds since the registry's epoch at the last lease.
+    last_used: AtomicU64,
+    /// The actor's thread, joined by [`StoreActor::stop_and_wait`].
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// React to what the watcher saw: keep the state files and the verdict snapshot current. The
+/// evaluation itself finds what changed (and re-evaluates only the ticks it concerns); a
+/// watcher that lost events makes it start from scratch.
+fn on_changes(store: &mut Store, c: &Changes) {
+    if !store.lock_is_valid() {
+        return;
+    }
+    if c.rescan {
+        store.memos.clear();
+    }
+    if let Err(e) = crate::verbs::check::refresh_verdicts(store) {
+        tracing::debug!(error = %e.message, "re-evaluation after a change failed");
+    }
+}
+
+/// The (device, inode) of `<root>/.evolving`, if it exists.
+fn identity_of(root: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(root.join(".evolving"))
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// The actor's thread: run jobs and watcher batches one at a time until told to stop.
+fn actor_loop(
+    root: PathBuf,
+    rx: mpsc::Receiver<Msg>,
+    to_self: mpsc::Sender<Msg>,
+    snap: Arc<Mutex<Snapshot>>,
+    push: broadcast::Sender<WatchEvent>,
+    predecessor: Option<Arc<StoreActor>>,
+) {
+    // The same store's previous actor (released, or serving it under its old path) lets go of
+    // the lock before this one takes it.
+    if let Some(p) = predecessor {
+        p.stop_and_wait();
+    }
+    let mut store = Store::new(root.clone());
+    let mut watching: Option<watcher::StoreWatcher> = None;
+    let mut watch_failed: Option<(Instant, String)> = None;
+    let mut next: Option<Msg> = None;
+    loop {
+        let msg = match next.take() {
+            Some(m) => Some(m),
+            // Work left for later is done when due, whether or not requests keep coming.
+            None => loop {
+                match store.idle_work_at() {
+                    Some(at) if at <= Instant::now() => store.on_idle(),
+                    Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now()))
+                    {
+                        Ok(m) => break Some(m),
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                    },
+                    None => break rx.recv().ok(),
+                }
+            },
+        };
+        let Some(msg) = msg else {
+            break;
+        };
+        match msg {
+            Msg::Stop => break,
+            Msg::Job(job) => job(&mut store),
+            Msg::Changes(mut c) => {
+                // Everything the watcher already sent is one batch.
+                loop {
+                    match rx.try_recv() {
+                        Ok(Msg::Changes(more)) => c.merge(more),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                if c.rescan {
+                    // A watched directory may have gone: watch everything again.
+                    watching = None;
+                    store.worktree.set_sink(None);
+                    store.evidence.set_sink(None);
+                } else if c.ref_dirs {
+                    if let Some(w) = watching.as_mut() {
+                        w.sync_refs();
+                    }
+                }
+                on_changes(&mut store, &c);
+                if c.rescan {
+                    let _ = push.send(WatchEvent::Resync {
+                        reason: "the watcher rescanned the store".into(),
+                    });
+                }
+            }
+        }
+        for change in store.take_unsent() {
+            let _ = push.send(WatchEvent::Changed(change));
+        }
+        // Once this daemon owns the store, watch it (not while `results/` is missing: the watch
+        // needs it, and evd never recreates a store someone is removing).
+        let retry = watch_failed
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= WATCH_RETRY);
+        if watching.is_none() && retry && store.is_locked() && store.results_dir().is_dir() {
+            let tx = to_self.clone();
+            let sink: watcher::Sink = Arc::new(move |c| {
+                let _ = tx.send(Msg::Changes(c));
+            });
+            match watcher::watch(watcher::Layout::of(&root), sink) {
+                Ok(w) => {
+                    watching = Some(w);
+                    watch_failed = None;
+                    // Guarded files of the work tree too, for `dirty`: watched once an
+                    // evaluation knows which they are.
+                    let tx = to_self.clone();
+                    store.worktree.set_sink(Some(Arc::new(move || {
+                        let _ = tx.send(Msg::Changes(Changes {
+                            worktree: true,
+                            ..Changes::default()
+                        }));
+                    })));
+                    // And the files current decisions cite as evidence, watched once a look
+                    // at the evidence knows which they are.
+                    let tx = to_self.clone();
+                    store.evidence.set_sink(Some(Arc::new(move || {
+                        let _ = tx.send(Msg::Changes(Changes {
+                            evidence: true,
+                            ..Changes::default()
+                        }));
+                    })));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, store = %root.display(), "cannot watch the store; it is served degraded (validated against the disk on every request) and its verdicts are not pushed");
+                    watch_failed = Some((Instant::now(), e.0));
+                }
+            }
+        }
+        // One stat when nothing changed; keeps the tick count honest for `status`.
+        let _ = store.refresh();
+        let watch = match (&watching, store.degraded(), &watch_failed) {
+            (_, Some(why), _) => format!("degraded: {why}"),
+            (None, None, Some((_, why))) => format!("degraded: {why}"),
+            (None, None, None) => "not watched yet".to_string(),
+            (Some(_), None, _) => "watched".to_string(),
+        };
+        if let Ok(mut s) = snap.lock() {
+            s.held = store.is_locked();
+            s.ticks = store.tick_count();
+            s.head = store.head().unwrap_or_default();
+            s.writes = store.writes;
+            s.watch = watch;
+            if s.identity.is_none() && s.held {
+                s.identity = identity_of(&root);
+            }
+        }
+    }
+    // Stopped: the watcher, then the store (and its lock) drop here.
+    drop(watching);
+    drop(store);
+    crate::sys::resources::release_free_memory();
+}
+
+impl StoreActor {
+    fn spawn(root: PathBuf, predecessor: Option<Arc<StoreActor>>) -> std::io::Result<StoreActor> {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let snapshot = Arc::new(Mutex::new(Snapshot::default()));
+        let snap = Arc::clone(&snapshot);
+        let thread_root = root.clone();
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let push = events.clone();
+        let to_self = tx.clone();
+        let thread = std::thread::Builder::new()
+            .name("evd-store".into())
+            .spawn(move || actor_loop(thread_root, rx, to_self, snap, push, predecessor))?;
+        Ok(StoreActor {
+            root,
+            opened_at: crate::engine::clock::now_rfc3339(),
+            jobs: tx,
+            snapshot,
+            events,
+            leases: AtomicUsize::new(0),
+            last_used: AtomicU64::new(0),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Stop the actor and wait until its store (and with it the store's lock) is released:
+    /// a daemon that says it is gone must not still own a store.
+    fn stop_and_wait(&self) {
+        let _ = self.jobs.send(Msg::Stop);
+        let handle = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+
+    fn stop(&self) {
+        let _ = self.jobs.send(Msg::Stop);
+    }
+
+    fn identity(&self) -> Option<(u64, u64)> {
+        self.snapshot.lock().ok().and_then(|s| s.identity)
+    }
+
+    fn finished(&self) -> bool {
+        self.thread
+            .lock()
+            .map(|t| t.as_ref().is_none_or(|h| h.is_finished()))
+            .unwrap_or(true)
+    }
+
+    /// Whether a request or a subscription holds the store, or someone is subscribed to it.
+    fn busy(&self) -> bool {
+        self.leases.load(Ordering::SeqCst) > 0 || self.events.receiver_count() > 0
+    }
+
+    /// Subscribe to this store's pushed verdict changes.
+    pub fn subscribe(&self) -> broadcast::Receiver<WatchEvent> {
+        self.events.subscribe()
+    }
+
+    /// Run `f` on the store's own thread and wait for its answer. A panic inside `f` becomes an
+    /// internal error for this request; the actor keeps serving.
+    async fn run<R, F>(&self, f: F) -> Result<R, Refusal>
+    where
+        F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |store| {
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store)))
+                .unwrap_or_else(|_| {
+                    Err(Refusal::new(
+                        codes::INTERNAL,
+                        "internal",
+                        "internal error while serving this request (evd logged it)",
+                    ))
+                });
+            let _ = tx.send(out);
+        });
+        self.jobs.send(Msg::Job(job)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// What `status` says about this store; `None` when this daemon does not own it (a
+    /// request named it, but another process holds it).
+    fn status(&self, now_ms: u64) -> Option<StoreStatus> {
+        let s = self.snapshot.lock().map(|s| s.clone()).unwrap_or_default();
+        if !s.held {
+            return None;
+        }
+        let idle_ms = if self.leases.load(Ordering::SeqCst) > 0 {
+            0
+        } else {
+            now_ms.saturating_sub(self.last_used.load(Ordering::SeqCst))
+        };
+        Some(StoreStatus {
+            root: self.root.display().to_string(),
+            ticks: s.ticks,
+            head: s.head,
+            opened_at: self.opened_at.clone(),
+            writes: s.writes,
+            watch: s.watch,
+            idle_ms,
+        })
+    }
+}
+
+fn gone() -> Refusal {
+    Refusal::new(
+        codes::INTERNAL,
+        "internal",
+        "the store's worker has stopped",
+    )
+}
+
+/// A hold on an open store: while any lease is out, the store is not released.
+pub struct Lease {
+    actor: Arc<StoreActor>,
+    epoch: Instant,
+}
+
+impl Lease {
+    /// Run `f` on the store's own thread and wait for its answer.
+    pub async fn run<R, F>(&self, f: F) -> Result<R, Refusal>
+    where
+        F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.actor.run(f).await
+    }
+
+    /// Subscribe to this store's pushed verdict changes.
+    pub fn subscribe(&self) -> broadcast::Receiver<WatchEvent> {
+        self.actor.subscribe()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.actor
+            .last_used
+            .store(millis_since(self.epoch), Ordering::SeqCst);
+        self.actor.leases.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn millis_since(epoch: Instant) -> u64 {
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Where a request goes.
+pub enum Target {
+    /// The store's actor.
+    Open(Lease),
+    /// The directory holds no store (and the request does not create one): nothing is opened
+    /// for it; the request runs once on a throwaway handle, which refuses as the verb would.
+    Absent(PathBuf),
+}
+
+/// Map from canonical store root to its actor.
+pub struct Registry {
+    limits: Limits,
+    epoch: Instant,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    stores: HashMap<PathBuf, Arc<StoreActor>>,
+    /// Released actors whose threads may still be letting go of their store.
+    closing: HashMap<PathBuf, Arc<StoreActor>>,
+}
+
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry::new(Limits::default())
+    }
+}
+
+/// The canonical root a request names. Relative or missing paths are refused clearly.
+pub fn resolve_root(ctx: &Context) -> Result<PathBuf, Refusal> {
+    let p = Path::new(&ctx.store);
+    if ctx.store.is_empty() || !p.is_absolute() {
+        return Err(Refusal::new(
+            codes::BAD_STORE,
+            "store_path",
+            format!(
+                "store path must be absolute (got {})",
+                proto::json::q(&ctx.store)
+            ),
+        ));
+    }
+    std::fs::canonicalize(p).map_err(|e| {
+        Refusal::new(
+            codes::BAD_STORE,
+            "store_path",
+            format!("cannot open store directory {}: {e}", p.display()),
+        )
+    })
+}
+
+impl Registry {
+    pub fn new(limits: Limits) -> Registry {
+        Registry {
+            limits,
+            epoch: Instant::now(),
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Inner>, Refusal> {
+        self.inner
+            .lock()
+            .map_err(|_| Refusal::new(codes::INTERNAL, "internal", "store registry poisoned"))
+    }
+
+    /// Where the request naming `ctx` goes. With `create` (init), the store's actor is started
+    /// even when there is no store yet.
+    pub fn open(&self, ctx: &Context, create: bool) -> Result<Target, Refusal> {
+        let root = resolve_root(ctx)?;
+        let mut inner = self.lock()?;
+        if let Some(a) = inner.stores.get(&root) {
+            return Ok(Target::Open(self.lease(a)));
+        }
+        let identity = identity_of(&root);
+        if identity.is_none() && !create {
+            return Ok(Target::Absent(root));
+        }
+        // The same store under another path (its repository was renamed or moved): that actor
+        // releases it, and this one opens it where it is now.
+        let moved = identity.and_then(|id| {
+            inner
+                .stores
+                .iter()
+                .find(|(r, a)| a.identity() == Some(id) && identity_of(r) != Some(id))
+                .map(|(r, _)| r.clone())
+        });
+        let mut predecessor = None;
+        if let Some(old) = moved {
+            tracing::info!(from = %old.display(), to = %root.display(), "a served store moved; reopening it where it is now");
+            if let Some(a) = inner.stores.remove(&old) {
+                a.stop();
+                predecessor = Some(a);
+            }
+        }
+        if predecessor.is_none() {
+            predecessor = inner.closing.remove(&root);
+        }
+        if inner.stores.len() >= self.limits.max_open {
+            self.release_lru(&mut inner);
+        }
+        let actor = Arc::new(StoreActor::spawn(root.clone(), predecessor).map_err(|e| {
+            Refusal::new(
+                codes::INTERNAL,
+                "internal",
+                format!("cannot start store worker: {e}"),
+            )
+        })?);
+        tracing::info!(store = %root.display(), "store opened");
+        let lease = self.lease(&actor);
+        inner.stores.insert(root, actor);
+        Ok(Target::Open(lease))
+    }
+
+    fn lease(&self, a: &Arc<StoreActor>) -> Lease {
+        a.leases.fetch_add(1, Ordering::SeqCst);
+        a.last_used
+            .store(millis_since(self.epoch), Ordering::SeqCst);
+        Lease {
+            actor: Arc::clone(a),
+            epoch: self.epoch,
+        }
+    }
+
+    /// Release the least recently used store nobody holds, to make room for one more.
+    fn release_lru(&self, inner: &mut Inner) {
+        let victim = inner
+            .stores
+            .iter()
+            .filter(|(_, a)| !a.busy())
+            .min_by_key(|(_, a)| a.last_used.load(Ordering::SeqCst))
+            .map(|(r, _)| r.clone());
+        if let Some(root) = victim {
+            tracing::info!(store = %root.display(), open = inner.stores.len(), "releasing the least recently used store (open-store limit)");
+            self.release(inner, &root);
+        }
+    }
+
+    fn release(&self, inner: &mut Inner, root: &Path) {
+        if let Some(a) = inner.stores.remove(root) {
+            a.stop();
+            inner.closing.insert(root.to_path_buf(), a);
+        }
+    }
+
+    /// Release every store unused for longer than the idle limit, and forget released actors
+    /// whose threads have ended. Called periodically by the server.
+    pub fn sweep(&self) {
+        let Ok(mut inner) = self.lock() else {
+            return;
+        };
+        let now = millis_since(self.epoch);
+        let idle_ms = u64::try_from(self.limits.idle.as_millis()).unwrap_or(u64::MAX);
+        let idle: Vec<PathBuf> = inner
+            .stores
+            .iter()
+            .filter(|(_, a)| {
+                !a.busy() && now.saturating_sub(a.last_used.load(Ordering::SeqCst)) >= idle_ms
+            })
+            .map(|(r, _)| r.clone())
+            .collect();
+        for root in idle {
+            tracing::info!(store = %root.display(), "releasing an idle store");
+            self.release(&mut inner, &root);
+        }
+        drop(inner);
+        self.reap();
+    }
+
+    /// Forget released actors whose threads have ended, joining them: until it is joined, an
+    /// ended thread keeps its stack, and the heap it freed stays with the process. Cheap (one
+    /// lock, nothing to wait for); the server calls it every half second, so a daemon that
+    /// goes through hundreds of stores does not hold one stack per store it ever served.
+    pub fn reap(&self) {
+        let done: Vec<Arc<StoreActor>> = {
+            let Ok(mut inner) = self.lock() else {
+                return;
+            };
+            let ended: Vec<PathBuf> = inner
+                .closing
+                .iter()
+                .filter(|(_, a)| a.finished())
+                .map(|(r, _)| r.clone())
+                .collect();
+            ended
+                .iter()
+                .filter_map(|r| inner.closing.remove(r))
+                .collect()
+        };
+        if done.is_empty() {
+            return;
+        }
+        for a in &done {
+            a.stop_and_wait(); // already ended: joins at once
+        }
+        drop(done);
+        crate::sys::resources::release_free_memory();
+    }
+
+    /// How often [`Registry::sweep`] should run.
+    pub fn sweep_every(&self) -> Duration {
+        (self.limits.idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(30))
+    }
+
+    /// Open stores (released ones still stopping included).
+    pub fn open_count(&self) -> usize {
+        self.inner
+            .lock()
+            .map(|i| i.stores.len() + i.closing.values().filter(|a| !a.finished()).count())
+            .unwrap_or(0)
+    }
+
+    pub fn statuses(&self) -> Vec<StoreStatus> {
+        let now = millis_since(self.epoch);
+        let mut v: Vec<StoreStatus> = self
+            .inner
+            .lock()
+            .map(|i| i.stores.values().filter_map(|a| a.status(now)).collect())
+            .unwrap_or_default();
+        v.sort_by(|a, b| a.root.cmp(&b.root));
+        v
+    }
+
+    /// Stop every store actor and wait until each has released its store.
+    pub fn close_all(&self) {
+        let actors: Vec<Arc<StoreActor>> = match self.inner.lock() {
+            Ok(mut i) => {
+                let mut all: Vec<Arc<StoreActor>> =
+                    std::mem::take(&mut i.stores).into_values().collect();
+                all.extend(std::mem::take(&mut i.closing).into_values());
+                all
+            }
+            Err(_) => return,
+        };
+        for a in &actors {
+            a.stop();
+        }
+        for a in actors {
+            a.stop_and_wait();
+        }
+    }
+}

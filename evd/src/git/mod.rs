@@ -1,0 +1,8 @@
+//! git, as the verdicts need it: facts about HEAD and the reference (with their cache), the
+//! answers of `rev-list` ranges, the work tree's uncommitted changes, and the verdict inputs
+//! that live outside the ticks. Every git process runs with a deadline ([`crate::sys::child`]).
+
+pub mod facts;
+pub mod inputs;
+pub mod ranges;
+pub mod worktree;

@@ -1,0 +1,531 @@
+//! Uncommitted changes to tracked files, for upstream 0.1.32's `dirty` verdict: a green whose
+//! tracked `triggered_by` paths differ from HEAD (staged or not) reads `dirty`.
+//!
+//! Upstream asks `git status --porcelain --untracked-files=no -- <paths>` once per green ground.
+//! evd asks once per evaluation for the whole work tree ([`status`]) and matches each ground's
+//! triggers against the answer with the same pathspec rules staleness uses; a ground whose
+//! triggers use pathspec magic or reach above the store's root is asked upstream's way
+//! ([`status_of`]).
+//!
+//! In the daemon the answer is kept while nothing it rests on moved ([`Worktree`]): the
+//! directories holding tracked files some trigger covers are watched (their guarded names only),
+//! with git's own directory (the index, HEAD). Those watches are drained at the start of every
+//! evaluation, so a save that finished before a request is always seen; a live listener on the
+//! same directories re-evaluates within the debounce, so the state files, `evctl watch` and the
+//! editor hear of it without anyone asking. Where the watches cannot be made (too many
+//! directories, no inotify, no live sink), git is asked on every evaluation.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::sys::watch::{self as dirwatch, hub, Changes, DirWatch, Listener};
+
+/// At most this many directories are watched per store; past that, git is asked every time.
+pub const MAX_DIRS: usize = 512;
+/// A `git ls-files` or `git status` answer larger than this is not used.
+const MAX_OUTPUT: usize = 64 << 20;
+
+/// The tracked files with uncommitted changes, relative to the store's root (both sides of a
+/// staged rename), sorted. Files outside the root are left out: no plain trigger covers them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uncommitted {
+    pub paths: Vec<String>,
+}
+
+impl Uncommitted {
+    /// Whether any of `triggers` covers a changed file (upstream: `git status -- <triggers>`
+    /// prints something). An empty list never does.
+    pub fn touches(&self, triggers: &[String]) -> bool {
+        !triggers.is_empty()
+            && self
+                .paths
+                .iter()
+                .any(|p| triggers.iter().any(|t| proto::pathspec::covers(t, p)))
+    }
+
+    /// The paths in one of `self` and `other` but not both.
+    pub fn difference<'a>(&'a self, other: &'a Uncommitted) -> Vec<&'a str> {
+        let a: BTreeSet<&str> = self.paths.iter().map(String::as_str).collect();
+        let b: BTreeSet<&str> = other.paths.iter().map(String::as_str).collect();
+        a.symmetric_difference(&b).copied().collect()
+    }
+}
+
+/// `git -C root <args>`, repository-only (never the caller's git environment): raw stdout when
+/// git succeeded and the answer was not oversized.
+fn git_raw(root: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let mut cmd = crate::git::inputs::repository_git(root, args);
+    let out = crate::sys::child::output(&mut cmd, crate::sys::child::git_timeout()).ok()?;
+    (out.status.success() && out.stdout.len() <= MAX_OUTPUT).then_some(out.stdout)
+}
+
+/// Where the store's root sits in its repository: git's own directory, and the root's path
+/// from the top of the work tree (`""` or ending in `/`).
+fn locate(root: &Path) -> Option<(PathBuf, String)> {
+    let out = git_raw(root, &["rev-parse", "--absolute-git-dir", "--show-prefix"])?;
+    let text = String::from_utf8(out).ok()?;
+    let mut lines = text.split('\n');
+    let gitdir = PathBuf::from(lines.next()?);
+    let prefix = lines.next().unwrap_or("").to_string();
+    Some((gitdir, prefix))
+}
+
+/// Parse `git status --porcelain -z` output: every path named, both sides of a rename or copy.
+fn parse_porcelain(out: &[u8]) -> Option<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut fields = out.split(|&b| b == 0).filter(|f| !f.is_empty());
+    while let Some(entry) = fields.next() {
+        if entry.len() < 4 || entry[2] != b' ' {
+            return None;
+        }
+        let (x, y) = (entry[0], entry[1]);
+        paths.push(String::from_utf8(entry[3..].to_vec()).ok()?);
+        if matches!(x, b'R' | b'C') || matches!(y, b'R' | b'C') {
+            paths.push(String::from_utf8(fields.next()?.to_vec()).ok()?);
+        }
+    }
+    Some(paths)
+}
+
+/// The whole work tree's uncommitted tracked changes, one git process (plus one to locate the
+/// root). `None` when git cannot say (not a repository, a failure): nothing reads dirty then, as
+/// upstream's failing `git status` makes nothing dirty.
+pub fn status(root: &Path) -> Option<Uncommitted> {
+    let (_, prefix) = locate(root)?;
+    status_at(root, &prefix)
+}
+
+fn status_at(root: &Path, prefix: &str) -> Option<Uncommitted> {
+    let out = git_raw(
+        root,
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=no",
+        ],
+    )?;
+    let mut paths: Vec<String> = parse_porcelain(&out)?
+        .into_iter()
+        .filter_map(|p| p.strip_prefix(prefix).map(str::to_string))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    Some(Uncommitted { paths })
+}
+
+/// Upstream's own question for one ground: does `git status --porcelain --untracked-files=no
+/// -- <paths>` print anything? A failure or an empty list is no.
+pub fn status_of(root: &Path, paths: &[String]) -> bool {
+    if paths.is_empty() {
+        return false;
+    }
+    let mut args = vec![
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+    ];
+    args.extend(paths.iter().map(String::as_str));
+    git_raw(root, &args).is_some_and(|out| !out.iter().all(u8::is_ascii_whitespace))
+}
+
+/// Called (on the watch hub's thread) when a guarded file or git's index changed.
+pub type Sink = Arc<dyn Fn() + Send + Sync>;
+
+/// What the watches saw since the last look.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Nothing,
+    /// A guarded file changed: ask git again.
+    Files,
+    /// The index or HEAD changed, or events were lost: find the guarded files again too.
+    Index,
+}
+
+/// One watched directory: its drained handle, its live one, and the guarded names in it
+/// (`None`: any).
+type WatchedDir = (DirWatch, Option<DirWatch>, Option<Arc<HashSet<String>>>);
+
+/// The watches on one store's guarded files.
+struct Watched {
+    /// The triggers they were made for.
+    triggers: Vec<String>,
+    prefix: String,
+    /// Made from git's list of tracked files (glob triggers), so a change of the index may
+    /// change what must be watched; otherwise they follow from the triggers alone.
+    from_index: bool,
+    /// Git's own directory (drained for `index`, `HEAD`), and its live listener.
+    gitdir: (DirWatch, Option<DirWatch>),
+    /// Each watched directory: drained, live, and the guarded names in it (`None`: any).
+    dirs: Vec<WatchedDir>,
+}
+
+impl Watched {
+    fn look(&mut self) -> Seen {
+        let mut seen = Seen::Nothing;
+        match self.gitdir.0.drain() {
+            Changes::Quiet => {}
+            Changes::Rescan => return Seen::Index,
+            Changes::Names(n) => {
+                if n.iter().any(|n| n == "index" || n == "HEAD") {
+                    seen = Seen::Index;
+                }
+            }
+        }
+        for (w, _, names) in &mut self.dirs {
+            match w.drain() {
+                Changes::Quiet => {}
+                Changes::Rescan => seen = Seen::Index,
+                Changes::Names(n) => {
+                    let guarded = match names {
+                        Some(names) => n.iter().any(|n| names.contains(n)),
+                        None => true,
+                    };
+                    if seen == Seen::Nothing && guarded {
+                        seen = Seen::Files;
+                    }
+                }
+            }
+        }
+        seen
+    }
+}
+
+/// A store's view of its work tree: the last answer and what keeps it honest.
+#[derive(Default)]
+pub struct Worktree {
+    /// The last whole-tree answer, with the HEAD it was read at.
+    known: Option<(Option<String>, Option<Arc<Uncommitted>>)>,
+    watched: Option<Watched>,
+    /// Why the guarded files are not watched, when they are not, and for which triggers (they
+    /// are not tried again until those change).
+    unwatched: Option<String>,
+    failed_for: Option<Vec<String>>,
+    /// Git's directory and the root's prefix, found once while watching.
+    located: Option<(PathBuf, String)>,
+    sink: Option<Sink>,
+    /// git processes spawned, for the bench and tests.
+    pub asked: u64,
+}
+
+impl std::fmt::Debug for Worktree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worktree")
+            .field("known", &self.known)
+            .field("watched", &self.watched.as_ref().map(|w| w.dirs.len()))
+            .field("unwatched", &self.unwatched)
+            .finish()
+    }
+}
+
+/// Which names of a watched directory matter to its listener.
+#[derive(Clone)]
+enum Heed {
+    /// git's own directory: the index and HEAD.
+    GitDir,
+    /// These names, or (`None`) any.
+    Names(Option<Arc<HashSet<String>>>),
+}
+
+fn live(dir: &Path, heed: Heed, sink: &Sink) -> Option<DirWatch> {
+    let sink = Arc::clone(sink);
+    let listener: Listener = Arc::new(move |c: dirwatch::Changes| {
+        let relevant = match (&c, &heed) {
+            (Changes::Quiet, _) => false,
+            (Changes::Rescan, _) => true,
+            (Changes::Names(_), Heed::Names(None)) => true,
+            (Changes::Names(n), Heed::Names(Some(names))) => n.iter().any(|n| names.contains(n)),
+            (Changes::Names(n), Heed::GitDir) => n.iter().any(|n| n == "index" || n == "HEAD"),
+        };
+        if relevant {
+            sink();
+        }
+    });
+    hub().watch(dir, Some(listener)).ok()
+}
+
+/// The directories to watch for `triggers` under `root`, each with the names that matter in it
+/// (`None`: any), and whether they were read from git's index. Plain triggers need no git: a
+/// file's directory (heeding its name), or a directory and every directory below it. A glob, a
+/// trigger naming the whole tree, or one whose directory does not exist yet is answered from
+/// `git ls-files` (and so looked at again when the index moves).
+#[allow(clippy::type_complexity)]
+fn guarded_dirs(
+    root: &Path,
+    triggers: &[String],
+    asked: &mut u64,
+) -> Result<(HashMap<PathBuf, Option<HashSet<String>>>, bool), String> {
+    let too_many = || format!("guarded files span more than {MAX_DIRS} directories");
+    let mut by_dir: HashMap<PathBuf, Option<HashSet<String>>> = HashMap::new();
+    let wildcard = |t: &str| t.bytes().any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'));
+    let plain = |t: &str| {
+        let t = t.trim_end_matches('/');
+        let t = t.strip_prefix("./").unwrap_or(t);
+        (!t.is_empty() && t != "." && !wildcard(t)).then(|| t.to_string())
+    };
+    let mut from_index = false;
+    let mut rewatch = false;
+    for t in triggers {
+        let Some(t) = plain(t) else {
+            from_index = true;
+            continue;
+        };
+        let path = root.join(&t);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => {
+                // The directory and everything below it (not following links, not into git's);
+                // a directory made later is watched once the index moves.
+                rewatch = true;
+                let mut todo = vec![path];
+                while let Some(d) = todo.pop() {
+                    if by_dir.len() >= MAX_DIRS {
+                        return Err(too_many());
+                    }
+                    if let Ok(rd) = std::fs::read_dir(&d) {
+                        for e in rd.flatten() {
+                            if e.file_type().is_ok_and(|k| k.is_dir()) && e.file_name() != ".git" {
+                                todo.push(e.path());
+                            }
+                        }
+                    }
+                    by_dir.insert(d, None);
+                }
+            }
+            _ => {
+                let (dir, name) = match t.rsplit_once('/') {
+                    Some((d, n)) => (root.join(d), n.to_string()),
+                    None => (root.to_path_buf(), t.clone()),
+                };
+                if !dir.is_dir() {
+                    from_index = true;
+                    continue;
+                }
+                // (`None`: the whole directory is heeded already.)
+                if let Some(names) = by_dir.entry(dir).or_insert_with(|| Some(HashSet::new())) {
+                    names.insert(name);
+                }
+            }
+        }
+        if by_dir.len() > MAX_DIRS {
+            return Err(too_many());
+        }
+    }
+    if from_index {
+        let listed = git_raw(root, &["ls-files", "-z"]).ok_or("git ls-files failed")?;
+        *asked += 1;
+        for f in listed.split(|&b| b == 0).filter(|f| !f.is_empty()) {
+            let Ok(f) = std::str::from_utf8(f) else {
+                continue;
+            };
+            if !triggers.iter().any(|t| proto::pathspec::covers(t, f)) {
+                continue;
+            }
+            let (dir, name) = match f.rsplit_once('/') {
+                Some((d, n)) => (root.join(d), n),
+                None => (root.to_path_buf(), f),
+            };
+            if let Some(names) = by_dir.entry(dir).or_insert_with(|| Some(HashSet::new())) {
+                names.insert(name.to_string());
+            }
+            if by_dir.len() > MAX_DIRS {
+                return Err(too_many());
+            }
+        }
+    }
+    Ok((by_dir, from_index || rewatch))
+}
+
+impl Worktree {
+    /// Watch guarded files from now on, telling `sink` when one changes. Without a sink nothing
+    /// is watched and git is asked on every evaluation.
+    pub fn set_sink(&mut self, sink: Option<Sink>) {
+        self.sink = sink;
+        self.reset();
+    }
+
+    /// Forget everything (the store's watches were lost).
+    pub fn reset(&mut self) {
+        self.watched = None;
+        self.known = None;
+        self.failed_for = None;
+        self.located = None;
+    }
+
+    /// The uncommitted tracked changes under the store's `root` now, HEAD being `head`, for
+    /// grounds whose (plain) triggers are `triggers`: the last answer while the watches say
+    /// nothing it rests on moved, else git's. `None` when git cannot say.
+    pub fn uncommitted(
+        &mut self,
+        root: &Path,
+        head: Option<&str>,
+        triggers: &[String],
+    ) -> Option<Arc<Uncommitted>> {
+        if triggers.is_empty() {
+            self.watched = None;
+            self.known = None;
+            return Some(Arc::new(Uncommitted::default()));
+        }
+        let seen = match &mut self.watched {
+            Some(w) if w.triggers == triggers => w.look(),
+            _ => Seen::Index,
+        };
+        if seen == Seen::Nothing {
+            if let Some((at, answer)) = &self.known {
+                if at.as_deref() == head {
+                    return answer.clone();
+                }
+            }
+        }
+        // The index moved: what is committed or staged changed, so git is asked again; what
+        // to watch changes only when it was read from the index.
+        let rebuild = match &self.watched {
+            Some(w) => w.triggers != triggers || (seen == Seen::Index && w.from_index),
+            None => self.failed_for.as_deref() != Some(triggers),
+        };
+        if rebuild {
+            self.watched = None;
+            self.watch(root, triggers);
+        }
+        let answer = match &self.watched {
+            Some(w) => {
+                let prefix = w.prefix.clone();
+                status_at(root, &prefix)
+            }
+            None => {
+                self.asked += 1;
+                status(root)
+            }
+        }
+        .map(Arc::new);
+        self.asked += 1;
+        if self.watched.is_some() {
+            self.known = Some((head.map(str::to_string), answer.clone()));
+        } else {
+            self.known = None;
+        }
+        answer
+    }
+
+    /// Watch git's directory and every directory holding a tracked file one of `triggers`
+    /// covers, before git is asked (so nothing that changes after the answer goes unseen).
+    fn watch(&mut self, root: &Path, triggers: &[String]) {
+        let Some(sink) = self.sink.clone() else {
+            self.unwatched = Some("not watched by a daemon".into());
+            return;
+        };
+        let located = match self.located.clone() {
+            Some(l) => Some(l),
+            None => {
+                self.asked += 1;
+                locate(root)
+            }
+        };
+        self.located = located.clone();
+        let made = (|| -> Result<Watched, String> {
+            let (gitdir, prefix) = located.ok_or("not a git work tree")?;
+            let drained = DirWatch::new(&gitdir).map_err(|e| e.0)?;
+            let gitdir_live = live(&gitdir, Heed::GitDir, &sink);
+            let (by_dir, from_index) = guarded_dirs(root, triggers, &mut self.asked)?;
+            let mut dirs = Vec::with_capacity(by_dir.len());
+            for (dir, names) in by_dir {
+                let names = names.map(Arc::new);
+                let drained = DirWatch::new(&dir).map_err(|e| e.0)?;
+                let l = live(&dir, Heed::Names(names.clone()), &sink);
+                dirs.push((drained, l, names));
+            }
+            Ok(Watched {
+                triggers: triggers.to_vec(),
+                prefix,
+                from_index,
+                gitdir: (drained, gitdir_live),
+                dirs,
+            })
+        })();
+        match made {
+            Ok(w) => {
+                self.watched = Some(w);
+                self.unwatched = None;
+                self.failed_for = None;
+            }
+            Err(why) => {
+                self.failed_for = Some(triggers.to_vec());
+                tracing::debug!(reason = %why, root = %root.display(), "guarded files not watched; the work tree is asked on every evaluation");
+                self.unwatched = Some(why);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_names_both_sides_of_a_rename() {
+        let out = b" M sub/a/f\0R  top2\0top\0MM x y\0";
+        assert_eq!(
+            parse_porcelain(out).expect("parsed"),
+            vec!["sub/a/f", "top2", "top", "x y"]
+        );
+        assert!(parse_porcelain(b"garbage").is_none());
+        assert_eq!(parse_porcelain(b"").expect("empty"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn plain_triggers_are_watched_without_git_and_globs_through_the_index() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let root = d.path();
+        for f in [
+            "deps.txt",
+            "db/schema.sql",
+            "db/migrations/001.sql",
+            "src/a.rs",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&p, "x").expect("write");
+        }
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut asked = 0;
+        let (dirs, from_index) =
+            guarded_dirs(root, &t(&["deps.txt", "./src/a.rs"]), &mut asked).expect("dirs");
+        assert!(!from_index);
+        assert_eq!(asked, 0, "no git for plain file triggers");
+        let names = dirs[root].as_ref().expect("names");
+        assert!(names.contains("deps.txt") && names.len() == 1);
+        assert!(dirs[&root.join("src")]
+            .as_ref()
+            .expect("names")
+            .contains("a.rs"));
+        // A directory: it and every directory below, any name; looked at again when the index
+        // moves (a new directory may come with new tracked files).
+        let (dirs, again) = guarded_dirs(root, &t(&["db/"]), &mut asked).expect("dirs");
+        assert!(again);
+        assert!(dirs[&root.join("db")].is_none());
+        assert!(dirs[&root.join("db/migrations")].is_none());
+        assert_eq!(dirs.len(), 2);
+        // A trigger in a directory not made yet needs the index (not a repository here).
+        assert!(guarded_dirs(root, &t(&["gen/out.txt"]), &mut asked).is_err());
+        assert!(guarded_dirs(root, &t(&["*.sql"]), &mut asked).is_err());
+    }
+
+    #[test]
+    fn triggers_touch_the_changed_paths_they_cover() {
+        let u = Uncommitted {
+            paths: vec!["db/schema.sql".into(), "src/lib.rs".into()],
+        };
+        let t = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(u.touches(&t(&["db"])));
+        assert!(u.touches(&t(&["*.rs"])));
+        assert!(!u.touches(&t(&["docs", "db/other.sql"])));
+        assert!(!u.touches(&[]), "an empty trigger list is never dirty");
+        let v = Uncommitted {
+            paths: vec!["db/schema.sql".into(), "x".into()],
+        };
+        assert_eq!(u.difference(&v), vec!["src/lib.rs", "x"]);
+    }
+}
