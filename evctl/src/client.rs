@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use evd::store::lock;
-use evd::sys::paths;
+use evd::api::shared::{lock, paths};
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{Client, ClientBuilder};
 use proto::rpc::{EvApiClient, Hello, HelloRequest, PROTOCOL_VERSION};
@@ -73,7 +72,7 @@ pub async fn connect(sock: &Path) -> Result<Client, String> {
     let (tx, rx) = tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
         WsTransportClientBuilder::default()
-            .max_request_size(evd::daemon::server::MAX_REQUEST_BYTES)
+            .max_request_size(proto::rpc::MAX_REQUEST_BYTES)
             .max_response_size(256 * 1024 * 1024)
             .build_with_stream(url, stream),
     )

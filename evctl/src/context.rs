@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use evd::git::facts::{FactCache, Query};
+use evd::api::shared::gitfacts::{FactCache, Query};
 use proto::rpc::{Context, GitFacts};
 
 /// The nearest directory at or above `start` that holds `.evolving` (as anything: evd refuses a
@@ -39,7 +39,8 @@ pub fn store_root(explicit: Option<&str>, cwd: &Path, walk_up: bool) -> PathBuf 
 
 /// Run `git -C dir args…` and return its trimmed stdout when it succeeded and is non-empty.
 pub fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = evd::sys::child::git_stdout(Command::new("git").arg("-C").arg(dir).args(args));
+    let out =
+        evd::api::shared::child::git_stdout(Command::new("git").arg("-C").arg(dir).args(args));
     warn_git_timeouts();
     out
 }
@@ -47,10 +48,10 @@ pub fn git(dir: &Path, args: &[&str]) -> Option<String> {
 /// Say (once per command) that a git evctl ran overran its limit: the fact it was asked for is
 /// then unknown, and the verb's own message may not say why.
 pub fn warn_git_timeouts() {
-    for cmd in evd::sys::child::take_timeouts() {
+    for cmd in evd::api::shared::child::take_timeouts() {
         eprintln!(
             "warning: evctl: `{cmd}` did not finish within {} s and was stopped (a hung filesystem, a FIFO or a stale lock in the repository?)",
-            evd::sys::child::git_timeout().as_secs_f32()
+            evd::api::shared::child::git_timeout().as_secs_f32()
         );
     }
 }
@@ -140,8 +141,8 @@ impl PersistedFacts {
         if !cache.caches() {
             return None;
         }
-        let rt = evd::sys::paths::runtime_dir();
-        evd::sys::paths::ensure_private_dir(&rt).ok()?;
+        let rt = evd::api::shared::paths::runtime_dir();
+        evd::api::shared::paths::ensure_private_dir(&rt).ok()?;
         let path = rt.join(GIT_FACTS_FILE);
         Some(PersistedFacts {
             cache: cache.read_from(&path),
@@ -159,7 +160,7 @@ pub fn commit_envelope(store: &Path, rev: &str) -> Option<proto::rpc::CommitEnve
         return None;
     }
     let field = |fmt: &str| -> Option<String> {
-        let out = evd::sys::child::output(
+        let out = evd::api::shared::child::output(
             Command::new("git").arg("-C").arg(store).args([
                 "show",
                 "-s",
@@ -167,7 +168,7 @@ pub fn commit_envelope(store: &Path, rev: &str) -> Option<proto::rpc::CommitEnve
                 "--end-of-options",
                 rev,
             ]),
-            evd::sys::child::git_timeout(),
+            evd::api::shared::child::git_timeout(),
         );
         warn_git_timeouts();
         let out = out.ok()?;

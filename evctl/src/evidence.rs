@@ -10,7 +10,7 @@ use crate::rpc;
 use crate::session::{local_read, Session};
 
 /// The most a citation covers (as evd checks it).
-const MAX_SPAN: u64 = evd::ledger::evidence::MAX_SPAN;
+const MAX_SPAN: u64 = evd::api::shared::MAX_SPAN;
 
 #[derive(clap::Args, Debug)]
 pub struct CiteArgs {
@@ -135,7 +135,7 @@ pub async fn evidence(s: &mut Session) -> Result<EvidenceResult, Refusal> {
         context: ctx.clone(),
     };
     s.read(rpc!(req, evidence), || {
-        local_read(&ctx, evd::verbs::evidence::evidence)
+        local_read(&ctx, |st| evd::api::evidence(st, &req))
     })
     .await
 }

@@ -339,9 +339,9 @@ pub fn nul_paths(bytes: &[u8], seen: &mut HashSet<String>, out: &mut Vec<String>
 /// `git <args>` in `dir`, with the hook's environment (git's own `GIT_INDEX_FILE` and the like
 /// must reach it): stdout when it succeeded.
 fn git_bytes(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = evd::sys::child::output(
+    let out = evd::api::shared::child::output(
         Command::new("git").current_dir(dir).args(args),
-        evd::sys::child::git_timeout(),
+        evd::api::shared::child::git_timeout(),
     );
     crate::context::warn_git_timeouts();
     let out = out.map_err(|e| e.to_string())?;
@@ -398,7 +398,7 @@ fn pushed(top: &Path, input: &str) -> Result<Vec<String>, String> {
         };
         nul_paths(&out, &mut seen, &mut v);
     }
-    v.truncate(evd::verbs::guards::MAX_PATHS);
+    v.truncate(evd::api::shared::MAX_GUARDED_PATHS);
     Ok(v)
 }
 

@@ -390,13 +390,13 @@ fn resolve(base: &Path, path: &str) -> PathBuf {
 impl Layout {
     /// Ask git (one `rev-parse`, run in `here`) where it runs hooks from.
     pub fn discover(here: &Path) -> Result<Layout, String> {
-        let out = evd::sys::child::output(
+        let out = evd::api::shared::child::output(
             Command::new("git")
                 .arg("-C")
                 .arg(here)
                 .args(["rev-parse", "--git-path", "hooks", "--show-toplevel"])
                 .arg("--git-common-dir"),
-            evd::sys::child::git_timeout(),
+            evd::api::shared::child::git_timeout(),
         );
         crate::context::warn_git_timeouts();
         let out = out.map_err(|e| e.to_string())?;
@@ -483,12 +483,12 @@ pub fn look(path: &Path) -> Found {
         return Found::Symlink(to);
     }
     if !m.is_file() {
-        return Found::Other(format!("is {}", evd::sys::fsio::kind_of(&m)));
+        return Found::Other(format!("is {}", evd::api::shared::fsio::kind_of(&m)));
     }
     if m.len() > MAX_HOOK_BYTES {
         return Found::Other("is too large to be a script evctl wrote".into());
     }
-    match evd::sys::fsio::read_text(path) {
+    match evd::api::shared::fsio::read_text(path) {
         Ok(t) => Found::Text(t, m.permissions().mode() & 0o7777),
         Err(e) if e.kind() == io::ErrorKind::InvalidData => Found::Other("is not text".into()),
         Err(e) => Found::Other(format!("cannot be read: {e}")),
@@ -820,8 +820,13 @@ pub fn apply(steps: &[Step]) -> Result<(), String> {
                     .parent()
                     .ok_or_else(|| format!("{} has no directory", path.display()))?;
                 fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-                evd::sys::fsio::replace_atomically_mode(dir, path, text.as_bytes(), Some(*mode))
-                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+                evd::api::shared::fsio::replace_atomically_mode(
+                    dir,
+                    path,
+                    text.as_bytes(),
+                    Some(*mode),
+                )
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
             }
             Step::MoveAside { from, to, .. } => {
                 if !same_file(from, to) {
@@ -838,13 +843,13 @@ pub fn apply(steps: &[Step]) -> Result<(), String> {
                     format!("moving {} back to {}: {e}", from.display(), to.display())
                 })?;
                 if let Some(d) = to.parent() {
-                    let _ = evd::sys::fsio::sync_dir(d);
+                    let _ = evd::api::shared::fsio::sync_dir(d);
                 }
             }
             Step::Remove { path, .. } => {
                 fs::remove_file(path).map_err(|e| format!("removing {}: {e}", path.display()))?;
                 if let Some(d) = path.parent() {
-                    let _ = evd::sys::fsio::sync_dir(d);
+                    let _ = evd::api::shared::fsio::sync_dir(d);
                 }
             }
         }

@@ -127,7 +127,7 @@ async fn append(s: &mut Session, file: Option<PathBuf>) -> Out {
     };
     let r = s
         .write(rpc!(req, ledger_append), || {
-            local_write(&ctx, |st| evd::verbs::ledger::append(st, &req))
+            local_write(&ctx, |st| evd::api::ledger_append(st, &req))
         })
         .await;
     let json = s.json;
@@ -155,7 +155,7 @@ async fn verify(s: &mut Session) -> Out {
     };
     let r = s
         .read(rpc!(req, ledger_verify), || {
-            local_write(&ctx, evd::verbs::ledger::verify)
+            local_write(&ctx, |st| evd::api::ledger_verify(st, &req))
         })
         .await;
     let json = s.json;
@@ -201,7 +201,7 @@ async fn replay(s: &mut Session) -> Out {
     };
     let r = s
         .read(rpc!(req, ledger_replay), || {
-            local_write(&ctx, evd::verbs::ledger::replay)
+            local_write(&ctx, |st| evd::api::ledger_replay(st, &req))
         })
         .await;
     let json = s.json;
@@ -275,7 +275,7 @@ async fn query(s: &mut Session, name: String, last: usize) -> Out {
     };
     let r = s
         .read(rpc!(req, ledger_query), || {
-            local_read(&ctx, |st| evd::verbs::ledger::query(st, &req))
+            local_read(&ctx, |st| evd::api::ledger_query(st, &req))
         })
         .await;
     let json = s.json;

@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use clap::Args;
-use evd::verbs;
+use evd::api::{self, shared};
 use jsonrpsee::core::client::{Client, Error as ClientError};
 use proto::rpc::{
     BackfillRequest, BackfillResult, BindCheckRequest, EvApiClient, MapInput, MigrateEvent,
@@ -177,10 +177,10 @@ impl Session {
                         let req = req.clone();
                         async move { c.migrate_bind_check(req).await }
                     },
-                    || verbs::migrate::bind_check(&req),
+                    || api::migrate_bind_check(&req),
                 )
                 .await;
-            return self.finish(r, |v| one_line(v, json, verbs::migrate::bind_check_line(v)));
+            return self.finish(r, |v| one_line(v, json, shared::bind_check_line(v)));
         }
         if a.reconcile {
             let Some(against) = a.against else {
@@ -203,10 +203,10 @@ impl Session {
                         let req = req.clone();
                         async move { c.migrate_reconcile(req).await }
                     },
-                    || local_read(&ctx, |s| verbs::migrate::reconcile(s, &req)),
+                    || local_read(&ctx, |s| api::migrate_reconcile(s, &req)),
                 )
                 .await;
-            return self.finish(r, |v| one_line(v, json, verbs::migrate::reconcile_line(v)));
+            return self.finish(r, |v| one_line(v, json, shared::reconcile_line(v)));
         }
         if a.sources.is_empty() {
             return render::refusal(
@@ -231,7 +231,7 @@ impl Session {
                 || {
                     local_write(&ctx, |s| {
                         let mut line = ProgressLine::new();
-                        verbs::migrate::backfill(s, &req, &mut |p| line.show(&p)).map(Ok)
+                        api::migrate_backfill(s, &req, &mut |p| line.show(&p)).map(Ok)
                     })
                 },
             )
@@ -243,7 +243,7 @@ impl Session {
             if json {
                 out.json(v);
             } else {
-                out.line(verbs::migrate::summary_line(v));
+                out.line(shared::summary_line(v));
             }
             out
         })

@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use evd::store::Store;
-use evd::sys::paths;
+use evd::api::{self, shared::paths, OpenStore};
 use jsonrpsee::core::client::{Client, Error as ClientError};
 use proto::rpc::{codes, Context, Refusal};
 
@@ -278,39 +277,29 @@ impl Session {
     }
 }
 
-/// Open the named store in this process, the same way the daemon resolves it.
-fn local_store(ctx: &Context) -> Result<Store, Refusal> {
-    Ok(Store::new(evd::daemon::registry::resolve_root(ctx)?))
-}
-
-/// A read in this process.
+/// A read in this process, through the same engine door the daemon answers through.
 pub fn local_read<R>(
     ctx: &Context,
-    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
+    op: impl FnOnce(&mut OpenStore) -> Result<R, Refusal>,
 ) -> Result<R, Refusal> {
-    let mut store = local_store(ctx)?;
-    op(&mut store)
+    api::read(ctx, op)
 }
 
-/// A write without the daemon: take the store lock for the duration, like the daemon would.
+/// A write without the daemon: the store lock is taken for the duration, like the daemon would.
 pub fn local_write<R>(
     ctx: &Context,
-    op: impl FnOnce(&mut Store) -> Result<R, Refusal>,
+    op: impl FnOnce(&mut OpenStore) -> Result<R, Refusal>,
 ) -> Result<R, Refusal> {
-    let mut store = local_store(ctx)?;
-    if store.exists()? {
-        let forced = std::env::var("EVD_NO_DAEMON").is_ok_and(|v| !v.is_empty() && v != "0");
-        store.acquire("evctl").map_err(|mut r| {
-            if r.code == codes::LOCKED {
-                r.message.push_str(if forced {
-                    " — write through it (unset EVD_NO_DAEMON), or stop it with `evctl shutdown`"
-                } else {
-                    " — and that daemon did not answer evctl (stopped, overloaded or starting?): \
-                     nothing was written; retry, or look at it with `evctl status`"
-                });
-            }
-            r
-        })?;
-    }
-    op(&mut store)
+    api::write(ctx, "evctl", op).map_err(|mut r| {
+        if r.code == codes::LOCKED {
+            let forced = std::env::var("EVD_NO_DAEMON").is_ok_and(|v| !v.is_empty() && v != "0");
+            r.message.push_str(if forced {
+                " — write through it (unset EVD_NO_DAEMON), or stop it with `evctl shutdown`"
+            } else {
+                " — and that daemon did not answer evctl (stopped, overloaded or starting?): \
+                 nothing was written; retry, or look at it with `evctl status`"
+            });
+        }
+        r
+    })
 }

@@ -330,7 +330,7 @@ fn own_file(
         .parent()
         .ok_or_else(|| io::Error::other(format!("{} has no directory", path.display())))?;
     fs::create_dir_all(dir)?;
-    evd::sys::fsio::replace_atomically_mode(dir, path, text.as_bytes(), Some(mode))?;
+    evd::api::shared::fsio::replace_atomically_mode(dir, path, text.as_bytes(), Some(mode))?;
     r.say(format!("   ✓ {what}: written"));
     Ok(true)
 }
@@ -340,8 +340,8 @@ async fn store_step(r: &mut Report, target: &Path, json: bool) -> Result<(), Str
     r.say("1. store (co-located)");
     let ev = target.join(".evolving");
     if fs::symlink_metadata(&ev).is_ok() {
-        let policy = evd::store::config::Config::parse(
-            evd::sys::fsio::read_text(&ev.join("config"))
+        let policy = evd::api::shared::config::Config::parse(
+            evd::api::shared::fsio::read_text(&ev.join("config"))
                 .ok()
                 .as_deref(),
         )
@@ -372,18 +372,16 @@ async fn store_step(r: &mut Report, target: &Path, json: bool) -> Result<(), Str
     let req = proto::rpc::StoreRequest {
         context: ctx.clone(),
     };
-    s.write(crate::rpc!(req, init), || {
-        local_write(&ctx, evd::verbs::init)
-    })
-    .await
-    .map_err(|e| e.message)?;
+    s.write(crate::rpc!(req, init), || local_write(&ctx, evd::api::init))
+        .await
+        .map_err(|e| e.message)?;
     let config = ev.join("config");
-    let text =
-        evd::sys::fsio::read_text(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let text = evd::api::shared::fsio::read_text(&config)
+        .map_err(|e| format!("{}: {e}", config.display()))?;
     let tuned = set_config(&text, "staleness_ref", "\"local-head\"");
     let tmp = ev.join("results").join("tmp");
-    evd::sys::fsio::ensure_dir(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    evd::sys::fsio::replace_atomically(&tmp, &config, tuned.as_bytes())
+    evd::api::shared::fsio::ensure_dir(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    evd::api::shared::fsio::replace_atomically(&tmp, &config, tuned.as_bytes())
         .map_err(|e| format!("{}: {e}", config.display()))?;
     r.say("   ✓ evctl init + staleness_ref=local-head");
     r.done
@@ -393,12 +391,12 @@ async fn store_step(r: &mut Report, target: &Path, json: bool) -> Result<(), Str
 
 /// Whether git ignores the store's per-host cache (`results/`).
 fn results_ignored(target: &Path) -> bool {
-    evd::sys::child::output(
+    evd::api::shared::child::output(
         std::process::Command::new("git")
             .arg("-C")
             .arg(target)
             .args(["check-ignore", "-q", ".evolving/results/receipts/x"]),
-        evd::sys::child::git_timeout(),
+        evd::api::shared::child::git_timeout(),
     )
     .is_ok_and(|o| o.status.success())
 }
@@ -570,7 +568,7 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
                 .parent()
                 .ok_or_else(|| format!("{} has no directory", settings.display()))?;
             fs::create_dir_all(dir).map_err(io)?;
-            evd::sys::fsio::replace_atomically_mode(
+            evd::api::shared::fsio::replace_atomically_mode(
                 dir,
                 &settings,
                 settings_text(&command).as_bytes(),
@@ -652,16 +650,16 @@ mod tests {
     #[test]
     fn config_keeps_every_other_byte() {
         let tuned = set_config(
-            evd::store::config::DEFAULT_CONFIG,
+            evd::api::shared::config::DEFAULT_CONFIG,
             "staleness_ref",
             "\"local-head\"",
         );
         assert_eq!(
             tuned,
-            evd::store::config::DEFAULT_CONFIG.replace("\"live-origin\"", "\"local-head\"")
+            evd::api::shared::config::DEFAULT_CONFIG.replace("\"live-origin\"", "\"local-head\"")
         );
         assert_eq!(
-            evd::store::config::Config::parse(Some(&tuned)).staleness_ref,
+            evd::api::shared::config::Config::parse(Some(&tuned)).staleness_ref,
             "local-head"
         );
         // Only the first matching line (the one the reader honours) changes.

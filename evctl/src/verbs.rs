@@ -3,8 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use evd::sys::paths;
-use evd::verbs;
+use evd::api::{self, shared, shared::paths};
 use proto::rpc::{
     DecideRequest, FromGit, GuardRequest, IdRequest, ListForm, ListRequest, Overturn,
     PendingRequest, ProposeRequest, RatifyRequest, Refusal, StoreRequest, SupersedeMode,
@@ -25,7 +24,7 @@ pub async fn init(s: &mut Session) -> Out {
         context: ctx.clone(),
     };
     let r = s
-        .write(rpc!(req, init), || local_write(&ctx, verbs::init))
+        .write(rpc!(req, init), || local_write(&ctx, api::init))
         .await;
     let json = s.json;
     s.finish(r, |v| render::init(v, json))
@@ -39,7 +38,7 @@ pub async fn show(s: &mut Session, id: &str) -> Out {
     };
     let r = s
         .read(rpc!(req, show), || {
-            local_read(&ctx, |st| verbs::show(st, id))
+            local_read(&ctx, |st| api::show(st, &req))
         })
         .await;
     let json = s.json;
@@ -68,7 +67,9 @@ pub async fn list(s: &mut Session, g: &Globals) -> Out {
         form,
     };
     let mut r = s
-        .read(rpc!(req, list), || local_read(&ctx, verbs::list))
+        .read(rpc!(req, list), || {
+            local_read(&ctx, |st| api::list(st, &req))
+        })
         .await;
     if let Ok(v) = &mut r {
         if let Some(file) = v.plain_file.take() {
@@ -81,7 +82,9 @@ pub async fn list(s: &mut Session, g: &Globals) -> Out {
                         ..req
                     };
                     r = s
-                        .read(rpc!(req, list), || local_read(&ctx, verbs::list))
+                        .read(rpc!(req, list), || {
+                            local_read(&ctx, |st| api::list(st, &req))
+                        })
                         .await;
                 }
             }
@@ -96,7 +99,7 @@ pub async fn log(s: &mut Session, g: &Globals) -> Out {
         context: ctx.clone(),
     };
     let r = s
-        .read(rpc!(req, log), || local_read(&ctx, verbs::log))
+        .read(rpc!(req, log), || local_read(&ctx, |st| api::log(st, &req)))
         .await;
     let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
     s.finish(r, |v| render::log(v, style, json))
@@ -106,7 +109,7 @@ pub async fn verify(s: &mut Session, self_test: bool) -> Out {
     let json = s.json;
     if self_test {
         // Pure computation: no store, no daemon needed.
-        return render::verify(&verbs::self_test(), json);
+        return render::verify(&api::self_test(), json);
     }
     let r = audit(s).await;
     s.finish(r, |v| render::verify(v, json))
@@ -120,7 +123,7 @@ pub async fn audit(s: &mut Session) -> Result<proto::rpc::VerifyResult, Refusal>
         self_test: false,
     };
     s.read(rpc!(req, verify), || {
-        local_read(&ctx, |st| verbs::verify(st, false))
+        local_read(&ctx, |st| api::verify(st, &req))
     })
     .await
 }
@@ -133,7 +136,7 @@ pub async fn pending(s: &mut Session, g: &Globals, source_ref: Option<String>) -
     };
     let r = s
         .read(rpc!(req, pending), || {
-            local_read(&ctx, |st| verbs::pending(st, &req))
+            local_read(&ctx, |st| api::pending(st, &req))
         })
         .await;
     let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
@@ -149,7 +152,7 @@ pub async fn ratify(s: &mut Session, id: String, blame: String) -> Out {
     };
     let r = s
         .write(rpc!(req, ratify), || {
-            local_write(&ctx, |st| verbs::ratify(st, &req))
+            local_write(&ctx, |st| api::ratify(st, &req))
         })
         .await;
     let json = s.json;
@@ -213,7 +216,7 @@ pub async fn guard(s: &mut Session, a: GuardArgs) -> Out {
     };
     let r = s
         .write(rpc!(req, guard), || {
-            local_write(&ctx, |st| verbs::guard(st, &req))
+            local_write(&ctx, |st| api::guard(st, &req))
         })
         .await;
     let json = s.json;
@@ -293,7 +296,7 @@ pub async fn decide(tokens: &[String], mut g: Globals) -> Out {
     };
     let r = s
         .write(rpc!(req, decide), || {
-            local_write(&ctx, |st| verbs::decide(st, &req))
+            local_write(&ctx, |st| api::decide(st, &req))
         })
         .await;
     let json = g.json;
@@ -318,7 +321,7 @@ pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
         .iter()
         .find(|t| grammar::refused_by(grammar::PROPOSE).any(|f| f == t.as_str()))
     {
-        return render::refusal(&verbs::propose::unbound_refusal(f), g.json);
+        return render::refusal(&shared::unbound_refusal(f), g.json);
     }
     let walk = match grammar::walk(positional, &stream) {
         Ok(w) => w,
@@ -340,7 +343,7 @@ pub async fn propose(tokens: &[String], mut g: Globals) -> Out {
     };
     let r = s
         .write(rpc!(req, propose), || {
-            local_write(&ctx, |st| verbs::propose(st, &req))
+            local_write(&ctx, |st| api::propose(st, &req))
         })
         .await;
     let json = g.json;
@@ -424,7 +427,7 @@ pub async fn supersede(tokens: &[String], mut g: Globals) -> Out {
     let ctx = req.context.clone();
     let r = s
         .write(rpc!(req, supersede), || {
-            local_write(&ctx, |st| verbs::supersede(st, &req))
+            local_write(&ctx, |st| api::supersede(st, &req))
         })
         .await;
     let json = g.json;
@@ -742,7 +745,7 @@ pub async fn run_tests(
     };
     let plan = s
         .read(rpc!(req, check_plan), || {
-            local_read(ctx, verbs::check::plan)
+            local_read(ctx, |st| api::check_plan(st, &req))
         })
         .await?;
     let root = PathBuf::from(&ctx.store);
@@ -807,12 +810,12 @@ pub async fn run_tests(
                 result: if green { "green" } else { "red" }.into(),
                 falsifiable,
             }],
-            run_id: Some(evd::ledger::run_id().to_string()),
+            run_id: Some(shared::run_id().to_string()),
             runs,
         };
         match s
             .write(rpc!(areq, receipts_append), || {
-                local_write(ctx, |st| verbs::check::append_receipts(st, &areq))
+                local_write(ctx, |st| api::receipts_append(st, &areq))
             })
             .await
         {
@@ -830,7 +833,7 @@ pub async fn run_tests(
 /// `local-head`, the upstream for `live-origin`; none offline).
 pub fn verdict_context(s: &Session, offline: bool) -> proto::rpc::Context {
     let root = s.root(true);
-    let policy = evd::store::config::Config::parse(
+    let policy = evd::api::shared::config::Config::parse(
         std::fs::read_to_string(root.join(".evolving").join("config"))
             .ok()
             .as_deref(),
@@ -866,7 +869,7 @@ pub async fn ask_guards(
 ) -> Result<proto::rpc::GuardsResult, Refusal> {
     let ctx = req.context.clone();
     s.read(rpc!(req, guards), || {
-        local_read(&ctx, |st| verbs::guards(st, &req))
+        local_read(&ctx, |st| api::guards(st, &req))
     })
     .await
 }
@@ -926,7 +929,7 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
         // The rows go from evd's answer file to stdout without passing through this process.
         let mut r = s
             .read(rpc!(req, check), || {
-                local_read(&ctx, |st| verbs::check(st, &req))
+                local_read(&ctx, |st| api::check(st, &req))
             })
             .await;
         if let Ok(v) = &mut r {
@@ -942,7 +945,7 @@ pub async fn check(s: &mut Session, g: &Globals, a: CheckArgs) -> Out {
                 };
                 r = s
                     .read(rpc!(req, check), || {
-                        local_read(&ctx, |st| verbs::check(st, &req))
+                        local_read(&ctx, |st| api::check(st, &req))
                     })
                     .await;
             }
@@ -964,7 +967,7 @@ pub async fn check_answer(
     // lock, and it may be answered again if a daemon's answer was lost.
     let mut r = s
         .read(rpc!(req, check), || {
-            local_read(ctx, |st| verbs::check(st, &req))
+            local_read(ctx, |st| api::check(st, &req))
         })
         .await;
     if let Ok(v) = &mut r {
@@ -980,7 +983,7 @@ pub async fn check_answer(
                     };
                     r = s
                         .read(rpc!(req, check), || {
-                            local_read(ctx, |st| verbs::check(st, &req))
+                            local_read(ctx, |st| api::check(st, &req))
                         })
                         .await;
                 }
@@ -1014,7 +1017,7 @@ fn read_answer(rt_dir: &Path, file: &proto::rpc::AnswerRef) -> Option<String> {
     if path.parent()? != rt_dir.join("answers") {
         return None;
     }
-    let text = evd::sys::fsio::read_text(path).ok()?;
+    let text = evd::api::shared::fsio::read_text(path).ok()?;
     (text.len() as u64 == file.len).then_some(text)
 }
 
@@ -1026,7 +1029,7 @@ pub async fn brief(s: &mut Session, g: &Globals, limit: Option<u64>) -> Out {
     };
     let r = s
         .read(rpc!(req, brief), || {
-            local_read(&ctx, |st| verbs::brief(st, &req))
+            local_read(&ctx, |st| api::brief(st, &req))
         })
         .await;
     let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);
@@ -1040,9 +1043,7 @@ pub async fn why(s: &mut Session, selector: String) -> Out {
         selector,
     };
     let r = s
-        .read(rpc!(req, why), || {
-            local_read(&ctx, |st| verbs::why(st, &req))
-        })
+        .read(rpc!(req, why), || local_read(&ctx, |st| api::why(st, &req)))
         .await;
     let json = s.json;
     s.finish(r, |v| render::why(v, json))
@@ -1056,7 +1057,7 @@ pub async fn reopen(s: &mut Session, g: &Globals, id: String) -> Out {
     };
     let r = s
         .read(rpc!(req, reopen), || {
-            local_read(&ctx, |st| verbs::reopen(st, &req.id))
+            local_read(&ctx, |st| api::reopen(st, &req))
         })
         .await;
     let (style, json) = (Style::detect(g.color.as_deref(), g.plain), s.json);

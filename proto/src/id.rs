@@ -1,74 +1,12 @@
-//! Content-addressed identity: the canonical JSON of the hashed payload and its 12-hex id.
+//! Content-addressed identity: the 12-hex id of a tick's canonical payload (whose shape
+//! [`crate::model`] owns), the decision identity of the current view, and receipt keys. It
+//! hashes; it never decides what is hashed.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::model::{Check, Ground};
-
-fn check_value(c: &Check) -> Value {
-    let mut o = Map::new();
-    match c {
-        Check::Person { reference } => {
-            o.insert("by".into(), "person".into());
-            o.insert("ref".into(), reference.as_str().into());
-        }
-        Check::Test {
-            reference,
-            verified_at_sha,
-            counter_test,
-            liveness,
-        } => {
-            let l = liveness.canonical();
-            let mut lv = Map::new();
-            lv.insert("platforms".into(), l.platforms.into());
-            lv.insert("triggered_by".into(), l.triggered_by.into());
-            lv.insert("surfaces".into(), l.surfaces.into());
-            o.insert("by".into(), "test".into());
-            o.insert("ref".into(), reference.as_str().into());
-            o.insert("verified_at_sha".into(), verified_at_sha.as_str().into());
-            // An absent counter-test omits the key: a harvested id stays byte-stable.
-            if let Some(ct) = counter_test {
-                o.insert("counter_test".into(), ct.as_str().into());
-            }
-            o.insert("liveness".into(), Value::Object(lv));
-        }
-    }
-    Value::Object(o)
-}
-
-/// One ground as it enters the hash (and the tick file).
-pub fn ground_value(g: &Ground) -> Value {
-    let mut o = Map::new();
-    o.insert("claim".into(), g.claim.as_str().into());
-    o.insert("supports".into(), g.supports.as_str().into());
-    if let Some(c) = &g.check {
-        o.insert("check".into(), check_value(c));
-    }
-    Value::Object(o)
-}
-
-/// The hashed payload `{decision, grounds, observe, parent_id}` and nothing else.
-pub fn hashed_value(decision: &str, observe: &str, grounds: &[Ground], parent_id: &str) -> Value {
-    let mut o = Map::new();
-    o.insert("decision".into(), decision.into());
-    o.insert("observe".into(), observe.into());
-    o.insert(
-        "grounds".into(),
-        Value::Array(grounds.iter().map(ground_value).collect()),
-    );
-    o.insert("parent_id".into(), parent_id.into());
-    Value::Object(o)
-}
-
-/// The exact bytes that are hashed.
-pub fn canonical_payload(
-    decision: &str,
-    observe: &str,
-    grounds: &[Ground],
-    parent_id: &str,
-) -> String {
-    crate::json::compact(&hashed_value(decision, observe, grounds, parent_id))
-}
+use crate::model::Ground;
+pub use crate::model::{canonical_payload, ground_value, hashed_value};
 
 /// The whole SHA-256 of `bytes`, 64 lowercase hex characters.
 pub fn sha256_hex(bytes: &[u8]) -> String {

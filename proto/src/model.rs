@@ -1,5 +1,6 @@
 //! The ev model: Tick, Ground, Check, Liveness, and the strict reader that turns a tick file's
-//! JSON into one (the R1/R2 rules of model-and-verify §3, in their exact order and wording).
+//! JSON into one (the R1/R2 rules of model-and-verify §3, in their exact order and wording), and
+//! the canonical shape of the payload a tick id hashes. Pure: no I/O.
 
 use serde_json::{Map, Value};
 
@@ -170,7 +171,7 @@ impl Tick {
     /// The tick as stored on disk: hashed fields plus bookkeeping, optional keys omitted when
     /// absent, liveness sets canonical. Serialize with [`crate::json::pretty`] for the file bytes.
     pub fn to_value(&self) -> Value {
-        let mut o = match crate::id::hashed_value(
+        let mut o = match hashed_value(
             &self.decision,
             &self.observe,
             &self.grounds,
@@ -435,6 +436,73 @@ pub fn ground_from_value(v: &Value) -> Result<Ground, String> {
         supports,
         check,
     })
+}
+
+// The canonical shape of the hashed payload: what enters a tick id ([`crate::id`] hashes it).
+
+fn check_value(c: &Check) -> Value {
+    let mut o = Map::new();
+    match c {
+        Check::Person { reference } => {
+            o.insert("by".into(), "person".into());
+            o.insert("ref".into(), reference.as_str().into());
+        }
+        Check::Test {
+            reference,
+            verified_at_sha,
+            counter_test,
+            liveness,
+        } => {
+            let l = liveness.canonical();
+            let mut lv = Map::new();
+            lv.insert("platforms".into(), l.platforms.into());
+            lv.insert("triggered_by".into(), l.triggered_by.into());
+            lv.insert("surfaces".into(), l.surfaces.into());
+            o.insert("by".into(), "test".into());
+            o.insert("ref".into(), reference.as_str().into());
+            o.insert("verified_at_sha".into(), verified_at_sha.as_str().into());
+            // An absent counter-test omits the key: a harvested id stays byte-stable.
+            if let Some(ct) = counter_test {
+                o.insert("counter_test".into(), ct.as_str().into());
+            }
+            o.insert("liveness".into(), Value::Object(lv));
+        }
+    }
+    Value::Object(o)
+}
+
+/// One ground as it enters the hash (and the tick file).
+pub fn ground_value(g: &Ground) -> Value {
+    let mut o = Map::new();
+    o.insert("claim".into(), g.claim.as_str().into());
+    o.insert("supports".into(), g.supports.as_str().into());
+    if let Some(c) = &g.check {
+        o.insert("check".into(), check_value(c));
+    }
+    Value::Object(o)
+}
+
+/// The hashed payload `{decision, grounds, observe, parent_id}` and nothing else.
+pub fn hashed_value(decision: &str, observe: &str, grounds: &[Ground], parent_id: &str) -> Value {
+    let mut o = Map::new();
+    o.insert("decision".into(), decision.into());
+    o.insert("observe".into(), observe.into());
+    o.insert(
+        "grounds".into(),
+        Value::Array(grounds.iter().map(ground_value).collect()),
+    );
+    o.insert("parent_id".into(), parent_id.into());
+    Value::Object(o)
+}
+
+/// The exact bytes that are hashed.
+pub fn canonical_payload(
+    decision: &str,
+    observe: &str,
+    grounds: &[Ground],
+    parent_id: &str,
+) -> String {
+    crate::json::compact(&hashed_value(decision, observe, grounds, parent_id))
 }
 
 #[cfg(test)]

@@ -13,6 +13,10 @@ use serde_json::Value;
 /// Bumped whenever a method's params or result change shape incompatibly.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// The largest request evd reads (anything larger is refused unread). A `migrate` names its
+/// source files by path rather than carrying them, so no request needs more.
+pub const MAX_REQUEST_BYTES: u32 = 1024 * 1024;
+
 /// What the caller resolved about itself.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

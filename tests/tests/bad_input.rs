@@ -263,7 +263,7 @@ fn a_request_body_over_the_limit_is_refused_not_served() {
         serde_json::json!([{"context": {"store": f.store(&f.healthy)}}]),
     );
     let mut body = head[..head.len() - 1].to_string();
-    body.push_str(&" ".repeat(evd::daemon::server::MAX_REQUEST_BYTES as usize + 16));
+    body.push_str(&" ".repeat(proto::rpc::MAX_REQUEST_BYTES as usize + 16));
     body.push('}');
     serde_json::from_str::<serde_json::Value>(&body).expect("the padded body is valid JSON");
     let raw = post_raw(&f.w.socket(), body.as_bytes());

@@ -25,7 +25,7 @@ use lsp_types::{CodeActionOrCommand, CodeLens, Command, MessageType, Position, R
 use proto::rpc::{GuardsResult, Refusal};
 use serde_json::{json, Value};
 
-use super::{Config, Event};
+use super::events::{Config, Event};
 use crate::grammar::Globals;
 use crate::render::{Out, Stream};
 use crate::session::Session;
@@ -169,7 +169,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("lsp-commands".into())
         .spawn(move || {
-            let Some(rt) = super::thread_runtime(&events, "commands cannot run") else {
+            let Some(rt) = super::events::thread_runtime(&events, "commands cannot run") else {
                 return;
             };
             let mut runner = Runner {
@@ -602,10 +602,10 @@ impl Drafts {
                 "{MAX_DRAFTS} drafts are open already: save or close one first"
             ));
         }
-        let rt = evd::sys::paths::runtime_dir();
+        let rt = evd::api::shared::paths::runtime_dir();
         let dir = rt.join("lsp-drafts");
-        evd::sys::paths::ensure_private_dir(&rt)
-            .and_then(|()| evd::sys::paths::ensure_private_dir(&dir))
+        evd::api::shared::paths::ensure_private_dir(&rt)
+            .and_then(|()| evd::api::shared::paths::ensure_private_dir(&dir))
             .map_err(|e| format!("cannot make a draft in {}: {e}", dir.display()))?;
         self.made += 1;
         let path = dir.join(format!("decision-{}-{}.txt", std::process::id(), self.made));

@@ -26,7 +26,7 @@ pub fn severity(g: &GuardedGround) -> DiagnosticSeverity {
 /// `3 h ago`, `12 min ago`, `4 d ago`; `just now` under a minute. A receipt dated ahead of the
 /// clock says so.
 pub fn age(ran_at: &str, now: OffsetDateTime) -> Option<String> {
-    let then = evd::engine::clock::parse(ran_at)?;
+    let then = evd::api::shared::clock::parse(ran_at)?;
     let secs = (now - then).whole_seconds();
     Some(match secs {
         s if s < -60 => "dated in the future".to_string(),
@@ -327,7 +327,7 @@ pub mod tests {
     }
 
     fn now() -> OffsetDateTime {
-        evd::engine::clock::parse("2026-11-22T12:00:00Z").expect("time")
+        evd::api::shared::clock::parse("2026-11-22T12:00:00Z").expect("time")
     }
 
     #[test]

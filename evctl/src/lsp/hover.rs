@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_hover_lists_the_guarding_decisions_with_verdicts_triggers_and_roads_not_taken() {
-        let now = evd::engine::clock::parse("2026-11-22T12:00:00Z").expect("time");
+        let now = evd::api::shared::clock::parse("2026-11-22T12:00:00Z").expect("time");
         let r = answer(vec![
             decision(
                 "1f95ec0c16ce",

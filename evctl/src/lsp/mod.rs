@@ -16,6 +16,7 @@
 
 mod commands;
 mod diagnostics;
+mod events;
 mod hover;
 mod transport;
 mod watch;
@@ -38,6 +39,7 @@ use serde_json::{json, Value};
 
 use crate::grammar::Globals;
 use crate::render::Out;
+use events::{Config, Event};
 use transport::Incoming;
 
 /// Documents the server keeps track of at once (the oldest opened is forgotten first).
@@ -48,47 +50,9 @@ const MAX_FILES: usize = 10_000;
 const MAX_QUEUED: usize = 16;
 /// How much of a file is read to place its citations or cite a selection (a citation covers at
 /// most evd's limit, and starts before it).
-const CITE_READ: u64 = 4 * evd::ledger::evidence::MAX_SPAN;
+const CITE_READ: u64 = 4 * evd::api::shared::MAX_SPAN;
 /// How long a test run from the editor may take, unless `initializationOptions` say otherwise.
 const TEST_LIMIT: Duration = Duration::from_secs(600);
-
-/// What the threads tell the loop.
-pub enum Event {
-    /// A fresh `ev.guards` answer, or why there is none.
-    Guards(Result<Arc<GuardsResult>, String>),
-    Log(MessageType, String),
-    Show(MessageType, String),
-    /// A command's result.
-    Reply(RequestId, Result<Value, (i32, String)>),
-    /// A draft for the editor to open.
-    ShowDocument(PathBuf),
-}
-
-/// The single-threaded runtime a helper thread (`watch`, `commands`) drives its session on. When
-/// none can be built, the loop is told `evctl lsp: {what}: {error}` and there is none.
-fn thread_runtime(events: &Sender<Event>, what: &str) -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            let _ = events.send(Event::Log(
-                MessageType::ERROR,
-                format!("evctl lsp: {what}: {e}"),
-            ));
-            None
-        }
-    }
-}
-
-/// What the editor asked for in `initializationOptions`.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// The platform `ev.checkRun` speaks for (default `local`).
-    pub platform: String,
-    pub test_limit: Duration,
-}
 
 /// Serve the editor on stdin/stdout until it says `exit` (or goes away).
 pub fn serve(g: &Globals) -> Out {
@@ -480,7 +444,7 @@ impl Server {
     }
 
     fn hover(&self, uri: &Url) -> Value {
-        let now = evd::engine::clock::now();
+        let now = evd::api::shared::clock::now();
         let md = self
             .rel(uri)
             .zip(self.guards.as_deref())
@@ -574,7 +538,7 @@ impl Server {
     /// open document a trigger covers; clear the files no longer guarded.
     fn publish(&mut self) {
         let Some(g) = self.guards.clone() else { return };
-        let now = evd::engine::clock::now();
+        let now = evd::api::shared::clock::now();
         let mut files: Vec<(Url, String)> = Vec::new();
         let mut seen: HashSet<Url> = HashSet::new();
         let cited = diagnostics::cited_paths(&g);

@@ -27,7 +27,7 @@ use lsp_types::MessageType;
 use proto::rpc::{GuardedDecision, GuardsRequest, GuardsResult, StoreRequest, WatchEvent};
 use tokio::sync::mpsc;
 
-use super::Event;
+use super::events::Event;
 use crate::context::Needs;
 use crate::grammar::Globals;
 use crate::session::{call_error, Session};
@@ -46,7 +46,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("lsp-watch".into())
         .spawn(move || {
-            let Some(rt) = super::thread_runtime(&events, "cannot watch the store") else {
+            let Some(rt) = super::events::thread_runtime(&events, "cannot watch the store") else {
                 return;
             };
             let mut w = Watcher {
@@ -360,7 +360,7 @@ impl Watcher {
 
 /// Whether an evd holds this user's runtime directory (one is running, or starting).
 fn daemon_running() -> bool {
-    crate::client::live_daemon(&evd::sys::paths::runtime_dir()).is_some()
+    crate::client::live_daemon(&evd::api::shared::paths::runtime_dir()).is_some()
 }
 
 async fn subscribe(s: &mut Session) -> Result<Subscription<WatchEvent>, String> {

@@ -100,21 +100,16 @@ where
         }
         Box::pin(async move {
             let (parts, body) = req.into_parts();
-            let (bytes, _) = match read_body(
-                &parts.headers,
-                body,
-                crate::daemon::server::MAX_REQUEST_BYTES,
-            )
-            .await
-            {
-                Ok(b) => b,
-                // Too large or unreadable: rebuild nothing; let the JSON-RPC layer refuse it
-                // from an empty body with its own message.
-                Err(e) => {
-                    tracing::debug!(error = %e, "unreadable request body");
-                    (Vec::new(), false)
-                }
-            };
+            let (bytes, _) =
+                match read_body(&parts.headers, body, proto::rpc::MAX_REQUEST_BYTES).await {
+                    Ok(b) => b,
+                    // Too large or unreadable: rebuild nothing; let the JSON-RPC layer refuse it
+                    // from an empty body with its own message.
+                    Err(e) => {
+                        tracing::debug!(error = %e, "unreadable request body");
+                        (Vec::new(), false)
+                    }
+                };
             if bad_id(&bytes) {
                 return Ok(invalid_id_response());
             }

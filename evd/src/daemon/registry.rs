@@ -1,6 +1,6 @@
-//! The stores a daemon holds. Each open store gets one actor: a thread that owns the [`Store`]
+//! The stores a daemon holds. Each open store gets one actor: a thread that owns the [`OpenStore`]
 //! (its lock, its cache, its watches) and runs every request for that store one at a time, so
-//! any number of clients produce one linear chain. Store I/O never blocks the async runtime.
+//! any number of clients produce one linear chain. OpenStore I/O never blocks the async runtime.
 //!
 //! What a daemon holds stays bounded whatever clients do:
 //! - a request naming a directory without a store opens nothing (see [`Target::Absent`]);
@@ -23,9 +23,9 @@ use proto::rpc::{codes, Context, Refusal, StoreStatus, WatchEvent};
 use tokio::sync::{broadcast, oneshot};
 
 use crate::daemon::watcher::{self, Changes};
-use crate::store::Store;
+use crate::open::OpenStore;
 
-type Job = Box<dyn FnOnce(&mut Store) + Send>;
+type Job = Box<dyn FnOnce(&mut OpenStore) + Send>;
 
 /// What a store's actor thread receives.
 enum Msg {
@@ -89,7 +89,7 @@ pub struct StoreActor {
 /// React to what the watcher saw: keep the state files and the verdict snapshot current. The
 /// evaluation itself finds what changed (and re-evaluates only the ticks it concerns); a
 /// watcher that lost events makes it start from scratch.
-fn on_changes(store: &mut Store, c: &Changes) {
+fn on_changes(store: &mut OpenStore, c: &Changes) {
     if !store.lock_is_valid() {
         return;
     }
@@ -122,7 +122,7 @@ fn actor_loop(
     if let Some(p) = predecessor {
         p.stop_and_wait();
     }
-    let mut store = Store::new(root.clone());
+    let mut store = OpenStore::new(root.clone());
     let mut watching: Option<watcher::StoreWatcher> = None;
     let mut watch_failed: Option<(Instant, String)> = None;
     let mut next: Option<Msg> = None;
@@ -309,7 +309,7 @@ impl StoreActor {
     /// internal error for this request; the actor keeps serving.
     async fn run<R, F>(&self, f: F) -> Result<R, Refusal>
     where
-        F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+        F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
         R: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
@@ -370,7 +370,7 @@ impl Lease {
     /// Run `f` on the store's own thread and wait for its answer.
     pub async fn run<R, F>(&self, f: F) -> Result<R, Refusal>
     where
-        F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+        F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
         R: Send + 'static,
     {
         self.actor.run(f).await
@@ -424,28 +424,6 @@ impl Default for Registry {
     }
 }
 
-/// The canonical root a request names. Relative or missing paths are refused clearly.
-pub fn resolve_root(ctx: &Context) -> Result<PathBuf, Refusal> {
-    let p = Path::new(&ctx.store);
-    if ctx.store.is_empty() || !p.is_absolute() {
-        return Err(Refusal::new(
-            codes::BAD_STORE,
-            "store_path",
-            format!(
-                "store path must be absolute (got {})",
-                proto::json::q(&ctx.store)
-            ),
-        ));
-    }
-    std::fs::canonicalize(p).map_err(|e| {
-        Refusal::new(
-            codes::BAD_STORE,
-            "store_path",
-            format!("cannot open store directory {}: {e}", p.display()),
-        )
-    })
-}
-
 impl Registry {
     pub fn new(limits: Limits) -> Registry {
         Registry {
@@ -468,7 +446,7 @@ impl Registry {
     /// Where the request naming `ctx` goes. With `create` (init), the store's actor is started
     /// even when there is no store yet.
     pub fn open(&self, ctx: &Context, create: bool) -> Result<Target, Refusal> {
-        let root = resolve_root(ctx)?;
+        let root = crate::store::resolve_root(ctx)?;
         let mut inner = self.lock()?;
         if let Some(a) = inner.stores.get(&root) {
             return Ok(Target::Open(self.lease(a)));

@@ -22,9 +22,9 @@ use proto::rpc::{
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::api;
 use crate::daemon::registry::{Limits, Registry, Target};
-use crate::store::Store;
-use crate::verbs;
+use crate::open::OpenStore;
 
 /// The daemon's shared state.
 pub struct Daemon {
@@ -88,7 +88,7 @@ pub struct Rpc(pub Arc<Daemon>);
 /// Take ownership of the store (if it exists yet), then run `op` on its actor.
 async fn on_store<R, F>(d: &Daemon, ctx: &proto::rpc::Context, op: F) -> RpcResult<R>
 where
-    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
     R: Send + 'static,
 {
     d.admit()?;
@@ -103,7 +103,7 @@ async fn on_store_write<R, F>(
     op: F,
 ) -> RpcResult<R>
 where
-    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
     R: serde::Serialize + serde::de::DeserializeOwned + Send + 'static,
 {
     let once = ctx.clone();
@@ -136,14 +136,14 @@ fn write_key<T: serde::Serialize>(method: &str, req: &T) -> Option<String> {
 /// client stopped waiting before it could start is not applied. The answer is durable in the
 /// request log before it goes out (see [`crate::store::requests`]).
 fn exactly_once<R, F>(
-    store: &mut Store,
+    store: &mut OpenStore,
     ctx: &proto::rpc::Context,
     key: Option<String>,
     arrived: Instant,
     op: F,
 ) -> Result<R, Refusal>
 where
-    F: FnOnce(&mut Store) -> Result<R, Refusal>,
+    F: FnOnce(&mut OpenStore) -> Result<R, Refusal>,
     R: serde::Serialize + serde::de::DeserializeOwned,
 {
     use crate::store::requests::Seen;
@@ -248,13 +248,13 @@ async fn run_on<R, F>(
     op: F,
 ) -> Result<R, Refusal>
 where
-    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
     R: Send + 'static,
 {
     let op = match d.registry.open(ctx, create)? {
         Target::Absent(root) => {
             let ran = tokio::task::spawn_blocking(move || {
-                let mut store = Store::new(root);
+                let mut store = OpenStore::new(root);
                 match store.exists() {
                     // It appeared meanwhile: it gets its actor after all.
                     Ok(true) => Err(op),
@@ -284,7 +284,7 @@ where
 
 async fn run_owned<R, F>(lease: &crate::daemon::registry::Lease, op: F) -> Result<R, Refusal>
 where
-    F: FnOnce(&mut Store) -> Result<R, Refusal> + Send + 'static,
+    F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
     R: Send + 'static,
 {
     lease
@@ -348,7 +348,7 @@ impl EvApiServer for Rpc {
         };
         let out = lease
             .run(|store| {
-                let r = verbs::init(store)?;
+                let r = api::init(store)?;
                 store.acquire("evd")?;
                 Ok(r)
             })
@@ -359,21 +359,22 @@ impl EvApiServer for Rpc {
     async fn decide(&self, req: DecideRequest) -> RpcResult<DecideResult> {
         let ctx = req.context.clone();
         let key = write_key("decide", &req);
-        on_store_write(&self.0, &ctx, key, move |s| verbs::decide(s, &req)).await
+        on_store_write(&self.0, &ctx, key, move |s| api::decide(s, &req)).await
     }
 
     async fn show(&self, req: IdRequest) -> RpcResult<ShowResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::show(s, &req.id)).await
+        on_store(&self.0, &ctx, move |s| api::show(s, &req)).await
     }
 
     async fn list(&self, req: ListRequest) -> RpcResult<ListResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::list::list_answer(s, &req)).await
+        on_store(&self.0, &ctx, move |s| api::list(s, &req)).await
     }
 
     async fn log(&self, req: StoreRequest) -> RpcResult<LogResult> {
-        on_store(&self.0, &req.context, verbs::log).await
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| api::log(s, &req)).await
     }
 
     async fn watch(
@@ -458,7 +459,7 @@ impl EvApiServer for Rpc {
         let arrived = Instant::now();
         let run = run_on(&self.0, &ctx, false, move |store| {
             exactly_once(store, &once, key, arrived, |store| {
-                verbs::migrate::backfill(store, &req, &mut |p| {
+                api::migrate_backfill(store, &req, &mut |p| {
                     let _ = tx.send(Some(p));
                 })
             })
@@ -498,76 +499,65 @@ impl EvApiServer for Rpc {
     async fn migrate_reconcile(&self, req: ReconcileRequest) -> RpcResult<ReconcileResult> {
         let ctx = req.context.clone();
         let key = write_key("reconcile", &req);
-        on_store_write(&self.0, &ctx, key, move |s| {
-            verbs::migrate::reconcile(s, &req)
-        })
-        .await
+        on_store_write(&self.0, &ctx, key, move |s| api::migrate_reconcile(s, &req)).await
     }
 
     async fn migrate_bind_check(&self, req: BindCheckRequest) -> RpcResult<BindCheckResult> {
         self.0.admit()?;
-        Ok(verbs::migrate::bind_check(&req)?)
+        Ok(api::migrate_bind_check(&req)?)
     }
 
     async fn verify(&self, req: VerifyRequest) -> RpcResult<VerifyResult> {
         if req.self_test {
-            return Ok(verbs::self_test());
+            return Ok(api::self_test());
         }
-        on_store(&self.0, &req.context, |s| {
-            let r = verbs::verify(s, false);
-            // The audit reads and parses every file on several threads; hand the transient
-            // memory back so a long-lived daemon does not keep the peak.
-            crate::sys::resources::release_free_memory();
-            r
-        })
-        .await
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| api::verify(s, &req)).await
     }
 
     async fn propose(&self, req: ProposeRequest) -> RpcResult<ProposeResult> {
         let ctx = req.context.clone();
         let key = write_key("propose", &req);
-        on_store_write(&self.0, &ctx, key, move |s| verbs::propose(s, &req)).await
+        on_store_write(&self.0, &ctx, key, move |s| api::propose(s, &req)).await
     }
 
     async fn ratify(&self, req: RatifyRequest) -> RpcResult<RatifyResult> {
         let ctx = req.context.clone();
         let key = write_key("ratify", &req);
-        on_store_write(&self.0, &ctx, key, move |s| verbs::ratify(s, &req)).await
+        on_store_write(&self.0, &ctx, key, move |s| api::ratify(s, &req)).await
     }
 
     async fn pending(&self, req: PendingRequest) -> RpcResult<PendingResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::pending(s, &req)).await
+        on_store(&self.0, &ctx, move |s| api::pending(s, &req)).await
     }
 
     async fn guard(&self, req: GuardRequest) -> RpcResult<GuardResult> {
         let ctx = req.context.clone();
         let key = write_key("guard", &req);
-        on_store_write(&self.0, &ctx, key, move |s| verbs::guard(s, &req)).await
+        on_store_write(&self.0, &ctx, key, move |s| api::guard(s, &req)).await
     }
 
     async fn supersede(&self, req: SupersedeRequest) -> RpcResult<SupersedeResult> {
         let ctx = req.context.clone();
         let key = write_key("supersede", &req);
-        on_store_write(&self.0, &ctx, key, move |s| verbs::supersede(s, &req)).await
+        on_store_write(&self.0, &ctx, key, move |s| api::supersede(s, &req)).await
     }
 
     async fn check(&self, req: CheckRequest) -> RpcResult<CheckResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::check(s, &req)).await
+        on_store(&self.0, &ctx, move |s| api::check(s, &req)).await
     }
 
     async fn check_plan(&self, req: StoreRequest) -> RpcResult<CheckPlan> {
-        on_store(&self.0, &req.context, verbs::check::plan).await
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| api::check_plan(s, &req)).await
     }
 
     async fn receipts_append(&self, req: AppendReceiptsRequest) -> RpcResult<AppendReceiptsResult> {
         let ctx = req.context.clone();
         let key = write_key("receipts_append", &req).map(|k| format!("{RECORD_ALWAYS}{k}"));
-        on_store_write(&self.0, &ctx, key, move |s| {
-            verbs::check::append_receipts(s, &req)
-        })
-        .await
+        on_store_write(&self.0, &ctx, key, move |s| api::receipts_append(s, &req)).await
     }
 
     async fn ledger_append(
@@ -576,11 +566,12 @@ impl EvApiServer for Rpc {
     ) -> RpcResult<proto::rpc::LedgerAppendResult> {
         let ctx = req.context.clone();
         let key = write_key("ledger_append", &req);
-        on_store_write(&self.0, &ctx, key, move |s| verbs::ledger::append(s, &req)).await
+        on_store_write(&self.0, &ctx, key, move |s| api::ledger_append(s, &req)).await
     }
 
     async fn evidence(&self, req: StoreRequest) -> RpcResult<proto::rpc::EvidenceResult> {
-        on_store(&self.0, &req.context, verbs::evidence::evidence).await
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| api::evidence(s, &req)).await
     }
 
     async fn ledger_query(
@@ -588,35 +579,37 @@ impl EvApiServer for Rpc {
         req: proto::rpc::LedgerQueryRequest,
     ) -> RpcResult<serde_json::Value> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::ledger::query(s, &req)).await
+        on_store(&self.0, &ctx, move |s| api::ledger_query(s, &req)).await
     }
 
     async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerVerifyResult> {
-        on_store(&self.0, &req.context, verbs::ledger::verify).await
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| api::ledger_verify(s, &req)).await
     }
 
     async fn ledger_replay(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerReplayResult> {
-        on_store(&self.0, &req.context, verbs::ledger::replay).await
+        let ctx = req.context.clone();
+        on_store(&self.0, &ctx, move |s| api::ledger_replay(s, &req)).await
     }
 
     async fn brief(&self, req: proto::rpc::BriefRequest) -> RpcResult<proto::rpc::BriefResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::brief(s, &req)).await
+        on_store(&self.0, &ctx, move |s| api::brief(s, &req)).await
     }
 
     async fn why(&self, req: proto::rpc::WhyRequest) -> RpcResult<proto::rpc::WhyResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::why(s, &req)).await
+        on_store(&self.0, &ctx, move |s| api::why(s, &req)).await
     }
 
     async fn reopen(&self, req: IdRequest) -> RpcResult<proto::rpc::ReopenResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::reopen(s, &req.id)).await
+        on_store(&self.0, &ctx, move |s| api::reopen(s, &req)).await
     }
 
     async fn guards(&self, req: proto::rpc::GuardsRequest) -> RpcResult<proto::rpc::GuardsResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| verbs::guards(s, &req)).await
+        on_store(&self.0, &ctx, move |s| api::guards(s, &req)).await
     }
 }
 
@@ -634,7 +627,7 @@ async fn send_item(sink: &jsonrpsee::SubscriptionSink, item: &MigrateEvent) {
 /// Limits every connection is served under.
 fn server_config() -> ServerConfig {
     ServerConfig::builder()
-        .max_request_body_size(MAX_REQUEST_BYTES)
+        .max_request_body_size(proto::rpc::MAX_REQUEST_BYTES)
         .max_response_body_size(64 * 1024 * 1024)
         // evd's own connection tracking (crate::daemon::connections) decides who is served; this is
         // only a backstop above it.
@@ -643,10 +636,6 @@ fn server_config() -> ServerConfig {
         .set_message_buffer_capacity(256)
         .build()
 }
-
-/// The largest request evd reads (anything larger is refused unread). A `migrate` names its
-/// source files by path rather than carrying them, so no request needs more.
-pub const MAX_REQUEST_BYTES: u32 = 1024 * 1024;
 
 /// Pauses after failed accepts (out of descriptors, say), growing while they keep failing, and
 /// a log that says so at most every ten seconds instead of a line per failure.

@@ -82,8 +82,7 @@ impl Layout {
     /// The layout of the store under `root`, asking git where its directories are.
     pub fn of(root: &Path) -> Layout {
         let ev = root.join(".evolving");
-        let git =
-            |arg: &str| crate::git::inputs::git(root, &["rev-parse", arg]).map(|s| root.join(s));
+        let git = |arg: &str| crate::git::run::git(root, &["rev-parse", arg]).map(|s| root.join(s));
         Layout {
             receipts: ev.join("results").join("receipts"),
             ticks: ev.join("ticks"),
@@ -284,7 +283,7 @@ mod tests {
         std::fs::write(root.join("f"), "1").expect("write");
         git(root, &["add", "f"]);
         git(root, &["commit", "-q", "-m", "one"]);
-        let mut store = crate::store::Store::new(root.to_path_buf());
+        let mut store = crate::open::OpenStore::new(root.to_path_buf());
         store.init().expect("init");
 
         let (tx, rx) = mpsc::channel();

@@ -239,6 +239,20 @@ fn per_file(name: &str, t: &Tick, out: &mut Notes) {
     }
 }
 
+/// One file's audit, or the whole-store failure it causes.
+pub type Outcome = Result<FileAudit, String>;
+
+/// What a cache entry keeps of its file's audit.
+#[derive(Debug, Clone)]
+pub enum AuditSlot {
+    /// A valid tick without a warning or a violation of its own, whose parent is the cached
+    /// tick's `parent_id`.
+    CleanTick,
+    /// Anything else, with the `schema_version` it was audited under (a tolerated-key warning
+    /// names it). Boxed: rare, and a cache entry per file stays small.
+    Other(Box<(u64, Outcome)>),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -702,6 +702,15 @@ impl PackedTick {
     }
 }
 
+impl crate::engine::view::ViewKeys for PackedTick {
+    fn supersedes(&self) -> Option<&str> {
+        PackedTick::supersedes(self)
+    }
+    fn held_since(&self) -> &str {
+        PackedTick::held_since(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,15 +38,6 @@ impl ViewKeys for Tick {
     }
 }
 
-impl ViewKeys for crate::engine::packed::PackedTick {
-    fn supersedes(&self) -> Option<&str> {
-        crate::engine::packed::PackedTick::supersedes(self)
-    }
-    fn held_since(&self) -> &str {
-        crate::engine::packed::PackedTick::held_since(self)
-    }
-}
-
 /// `ticks` are `(file name, tick, identity)` of every parseable tick (the identity is
 /// [`identity_of`] the tick, passed in so a cache can compute it once). Returns the current
 /// ticks, newest first.

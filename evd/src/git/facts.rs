@@ -34,7 +34,7 @@
 //! Two variants: [`Mode::Caller`] answers as the caller's own `git` would (evctl's facts,
 //! persisted between runs with [`FactCache::load`] / [`FactCache::save`]), and
 //! [`Mode::Repository`] answers as evd's repository-only queries do
-//! ([`crate::git::inputs::git`], which clears `GIT_DIR`, `GIT_WORK_TREE` and
+//! ([`crate::git::run::git`], which clears `GIT_DIR`, `GIT_WORK_TREE` and
 //! `GIT_INDEX_FILE`), kept in memory for the daemon's life.
 
 use std::ffi::{OsStr, OsString};
@@ -96,7 +96,7 @@ pub enum Mode {
     /// The caller's own: `git -C <root> rev-parse …` with the process environment (evctl). Any
     /// `GIT_*` variable in the environment disables caching.
     Caller,
-    /// evd's repository-only query ([`crate::git::inputs::git`]). Only the variables in
+    /// evd's repository-only query ([`crate::git::run::git`]). Only the variables in
     /// [`REDIRECTING`] disable caching: the three it clears do not matter, and the daemon's
     /// environment does not change during its life.
     Repository,
@@ -725,7 +725,7 @@ impl FactCache {
     fn run(&mut self, root: &Path, args: &[&str]) -> Option<String> {
         self.spawns += 1;
         match self.mode {
-            Mode::Repository => crate::git::inputs::git(root, args),
+            Mode::Repository => crate::git::run::git(root, args),
             Mode::Caller => {
                 let mut c = Command::new("git");
                 c.arg("-C").arg(root).args(args);
@@ -1371,8 +1371,7 @@ mod tests {
     fn the_repository_mode_answers_as_evd_did() {
         let r = Repo::new();
         let mut c = r.cache_for(Mode::Repository);
-        let evd =
-            |dir: &Path| crate::git::inputs::git(dir, &["rev-parse", "--verify", "-q", "HEAD"]);
+        let evd = |dir: &Path| crate::git::run::git(dir, &["rev-parse", "--verify", "-q", "HEAD"]);
         let a = c.answer(r.root(), Query::Head);
         assert_eq!(a, evd(r.root()));
         let n = c.spawns();

@@ -3,6 +3,6 @@
 //! that live outside the ticks. Every git process runs with a deadline ([`crate::sys::child`]).
 
 pub mod facts;
-pub mod inputs;
 pub mod ranges;
+pub mod run;
 pub mod worktree;

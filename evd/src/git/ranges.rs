@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::git::inputs::git;
+use crate::git::run::git;
 
 /// What git said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,7 +41,7 @@ pub fn ask(root: &Path, base: &str, tip: &str, paths: &[String]) -> Range {
     let range = format!("{base}..{tip}");
     let mut args = vec!["rev-list", "--max-count=1", range.as_str(), "--"];
     args.extend(paths.iter().map(String::as_str));
-    let mut cmd = crate::git::inputs::repository_git(root, &args);
+    let mut cmd = crate::git::run::repository_git(root, &args);
     match crate::sys::child::output(&mut cmd, crate::sys::child::git_timeout()) {
         Ok(out) if out.status.success() => {
             if out.stdout.iter().all(u8::is_ascii_whitespace) {
@@ -167,7 +167,7 @@ pub fn carry(
                 let mut args: Vec<&str> = vec!["rev-list"];
                 args.extend(bases.iter().copied());
                 args.extend(["--not", old]);
-                crate::git::inputs::git_ok(root, &args)
+                crate::git::run::git_ok(root, &args)
             })
         });
         // The new commits with their parents and what each changed, relative to the store's
@@ -521,6 +521,24 @@ pub fn restore(root: &Path, results: &Path) -> Memo {
     }
 }
 
+/// Whether `git rev-list <commit>..HEAD -- <paths>` in `root` prints anything (trigger
+/// liveness). A git failure, an empty commit or one that would read as a git option is "not
+/// triggered".
+pub fn triggered_since(root: &Path, commit: &str, paths: &[String]) -> bool {
+    ask(root, commit, "HEAD", paths) == Range::Touched
+}
+
+/// Whether a commit since `verified_at_sha` up to `reference` touched `paths`, for 0.1.29's
+/// diff-aware staleness: a git failure (an unknown commit) counts as touched.
+pub fn touched_since_verified(
+    root: &Path,
+    verified: &str,
+    reference: &str,
+    paths: &[String],
+) -> bool {
+    ask(root, verified, reference, paths) != Range::Untouched
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -760,5 +778,13 @@ mod tests {
         assert!(!restore(&root, &results).take(&root, &c2).is_empty());
         std::fs::write(root.join(".git/shallow"), format!("{c1}\n")).expect("shallow");
         assert!(restore(&root, &results).take(&root, &c2).is_empty());
+    }
+
+    #[test]
+    fn a_bad_commit_or_no_repository_is_never_triggered() {
+        let nowhere = Path::new("/nonexistent");
+        assert!(!triggered_since(nowhere, "", &[]));
+        assert!(!triggered_since(nowhere, "--output=/nonexistent/x", &[]));
+        assert!(!triggered_since(nowhere, &"f".repeat(40), &["src".into()]));
     }
 }

@@ -55,7 +55,7 @@ impl Uncommitted {
 /// `git -C root <args>`, repository-only (never the caller's git environment): raw stdout when
 /// git succeeded and the answer was not oversized.
 fn git_raw(root: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let mut cmd = crate::git::inputs::repository_git(root, args);
+    let mut cmd = crate::git::run::repository_git(root, args);
     let out = crate::sys::child::output(&mut cmd, crate::sys::child::git_timeout()).ok()?;
     (out.status.success() && out.stdout.len() <= MAX_OUTPUT).then_some(out.stdout)
 }

@@ -324,10 +324,14 @@ struct Look {
 /// A citation's state now, and since when its file is as it is when it does not hold.
 type Seen = (State, Option<String>);
 
-fn look(store: &mut crate::store::Store, live_only: bool) -> Result<Look, Refusal> {
+fn look(
+    store: &mut crate::store::Store,
+    cache: &mut Cache,
+    live_only: bool,
+) -> Result<Look, Refusal> {
     let view = store.current_shared()?;
     let generation = store.ticks_generation();
-    let markers = match &store.evidence.markers {
+    let markers = match &cache.markers {
         Some((g, m)) if *g == generation => std::sync::Arc::clone(m),
         _ => {
             let mut m: Vec<Marker> = Vec::new();
@@ -345,7 +349,7 @@ fn look(store: &mut crate::store::Store, live_only: bool) -> Result<Look, Refusa
                 }
             }
             let m = std::sync::Arc::new(m);
-            store.evidence.markers = Some((generation, std::sync::Arc::clone(&m)));
+            cache.markers = Some((generation, std::sync::Arc::clone(&m)));
             m
         }
     };
@@ -357,7 +361,7 @@ fn look(store: &mut crate::store::Store, live_only: bool) -> Result<Look, Refusa
         .filter_map(|&i| markers[i].3.as_ref().ok())
         .collect();
     let root = store.root().to_path_buf();
-    let mut states = store.evidence.states(&root, &good).into_iter();
+    let mut states = cache.states(&root, &good).into_iter();
     let chosen = chosen
         .into_iter()
         .map(|i| {
@@ -377,10 +381,11 @@ fn look(store: &mut crate::store::Store, live_only: bool) -> Result<Look, Refusa
 /// `ev.evidence` answers, and what `check` and `ev.guards` show.
 pub fn marker_rows(
     store: &mut crate::store::Store,
+    cache: &mut Cache,
     live_only: bool,
     holding: bool,
 ) -> Result<Vec<(proto::rpc::EvidenceRow, String)>, Refusal> {
-    let Look { markers, chosen } = look(store, live_only)?;
+    let Look { markers, chosen } = look(store, cache, live_only)?;
     let mut rows = Vec::new();
     for (m, st) in chosen {
         let (file, t, i, c) = &markers[m];
@@ -425,8 +430,9 @@ pub fn marker_rows(
 /// citation. A user-ruled decision's row gates.
 pub fn drifted_rows(
     store: &mut crate::store::Store,
+    cache: &mut Cache,
 ) -> Result<Vec<proto::rpc::EvidenceRow>, Refusal> {
-    Ok(marker_rows(store, true, false)?
+    Ok(marker_rows(store, cache, true, false)?
         .into_iter()
         .map(|(row, _)| row)
         .collect())
@@ -519,9 +525,13 @@ impl Cache {
 /// generation is in its basis), and each citation whose state moved is pushed to subscribers
 /// like a verdict (`evidence:holds` → `evidence:drifted`) and journaled. The first look after a
 /// start sets the baseline and pushes nothing. When neither the markers nor any cited file
-/// changed since the last look, nothing is compared. Returns the generation.
-pub fn sync(store: &mut crate::store::Store) -> Result<u64, Refusal> {
-    let mut seen = look(store, true)?;
+/// changed since the last look, nothing is compared. Returns the generation, and the changes
+/// for the caller to journal and push.
+pub fn sync(
+    store: &mut crate::store::Store,
+    cache: &mut Cache,
+) -> Result<(u64, Vec<proto::rpc::VerdictChange>), Refusal> {
+    let mut seen = look(store, cache, true)?;
     let root = store.root().to_path_buf();
     let paths = seen
         .chosen
@@ -529,16 +539,15 @@ pub fn sync(store: &mut crate::store::Store) -> Result<u64, Refusal> {
         .filter_map(|(m, _)| seen.markers[*m].3.as_ref().ok())
         .map(|c| c.path.as_str())
         .collect();
-    if store.evidence.watch(&root, paths) {
+    if cache.watch(&root, paths) {
         // Watched from now on: look once more, so that an edit made while the watches were
         // being made is not missed.
-        seen = look(store, true)?;
+        seen = look(store, cache, true)?;
     }
     let generation = store.ticks_generation();
-    let cache = &mut store.evidence;
     let at = (generation, cache.hashed);
     if cache.said.is_some() && cache.synced_at == Some(at) {
-        return Ok(cache.generation);
+        return Ok((cache.generation, Vec::new()));
     }
     cache.synced_at = Some(at);
     // Per tick, in view order: its citations as read now.
@@ -608,7 +617,5 @@ pub fn sync(store: &mut crate::store::Store) -> Result<u64, Refusal> {
     if moved {
         cache.generation = next;
     }
-    let generation = cache.generation;
-    store.note_changes(changes);
-    Ok(generation)
+    Ok((cache.generation, changes))
 }

@@ -17,7 +17,6 @@ pub mod evidence;
 pub mod file;
 pub mod query;
 pub mod replay;
-pub mod replay_record;
 pub mod rules;
 
 use serde_json::{Map, Value};

@@ -668,6 +668,18 @@ fn evaluate(
     memo
 }
 
+/// A `check_run` on its way to the ledger. What the check rested on is taken when it runs
+/// (cheaply: the evaluation, and the receipt lists it read that may have changed since the
+/// last check); what of it the ledger does not hold yet is worked out when the journal is
+/// written, off the path of the request ([`crate::open::replay_record::expand`]).
+#[derive(Debug)]
+pub struct PendingCheck {
+    pub eval: std::sync::Arc<crate::memo::check::Evaluation>,
+    pub receipts: Vec<(String, std::sync::Arc<Vec<Receipt>>)>,
+    pub selected: Option<Selected>,
+    pub payload: Map<String, Value>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

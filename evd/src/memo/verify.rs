@@ -4,7 +4,7 @@
 //! The audit of one file depends only on its name, its bytes and the config's
 //! `schema_version`; only the chain checks (R6) look at all files together, and they are a
 //! linear pass over the parents. So a daemon that owns a store keeps each file's contribution in
-//! the tick cache's entry for that file ([`Store::keep_audit`]): the cache reads a file again
+//! the tick cache's entry for that file ([`Store::keep_audit`], the slot type is [`AuditSlot`]): the cache reads a file again
 //! exactly when inotify names it (or, unwatched, when its stamp moved or it is too recent to
 //! trust), and a read starts a new entry, without the audit. A file that is a clean tick (the
 //! common case) keeps nothing but that fact: its parent is the cached tick's. Then:
@@ -23,19 +23,8 @@ use proto::rpc::Refusal;
 use crate::engine::audit::{self, Audit, FileAudit};
 use crate::store::Store;
 
-/// One file's audit, or the whole-store failure it causes.
-type Outcome = Result<FileAudit, String>;
-
-/// What a cache entry keeps of its file's audit.
-#[derive(Debug, Clone)]
-pub enum AuditSlot {
-    /// A valid tick without a warning or a violation of its own, whose parent is the cached
-    /// tick's `parent_id`.
-    CleanTick,
-    /// Anything else, with the `schema_version` it was audited under (a tolerated-key warning
-    /// names it). Boxed: rare, and a cache entry per file stays small.
-    Other(Box<(u64, Outcome)>),
-}
+pub use crate::engine::audit::AuditSlot;
+use crate::engine::audit::Outcome;
 
 /// The last audit of a store.
 #[derive(Debug, Default)]
@@ -70,14 +59,18 @@ impl VerifyMemo {
 
 /// Audit every file of `ticks/`, reusing what the last audit found for files that did not
 /// change since. `Err` is the whole-store failure (`reading store: …`).
-pub fn audit_store(store: &mut Store, schema_version: u64) -> Result<Audited, Refusal> {
+pub fn audit_store(
+    store: &mut Store,
+    memo: &mut VerifyMemo,
+    schema_version: u64,
+) -> Result<Audited, Refusal> {
     // Only an owner sees every change as it happens (in-process reads come and go).
     if !store.is_locked() || store.refresh().is_err() {
-        store.verify_memo.clear();
+        memo.clear();
         return audit_all(store, schema_version, false).map_err(reading_store);
     }
     let generation = store.ticks_generation();
-    if let Some(last) = &store.verify_memo.last {
+    if let Some(last) = &memo.last {
         if store.ticks_watched()
             && last.generation == generation
             && last.schema_version == schema_version
@@ -94,7 +87,7 @@ pub fn audit_store(store: &mut Store, schema_version: u64) -> Result<Audited, Re
     let answer = audit_all(store, schema_version, true);
     // A watched store's answer stands until the generation moves; an unwatched one's is only
     // a basis for the next (its files are re-validated by stamp on every call).
-    store.verify_memo.last = store.ticks_watched().then(|| Last {
+    memo.last = store.ticks_watched().then(|| Last {
         generation,
         schema_version,
         answer: answer.clone(),

@@ -5,6 +5,8 @@ pub mod config;
 pub mod lock;
 pub mod receipt_cache;
 pub mod requests;
+pub mod results;
+pub mod state_files;
 pub mod state_record;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,7 +72,7 @@ struct Cached {
     /// New at every read (see [`Store::tick_serial`]).
     serial: u64,
     /// What `verify` found in this file, while the cache has not read it again.
-    audit: Option<crate::memo::verify::AuditSlot>,
+    audit: Option<crate::engine::audit::AuditSlot>,
 }
 
 /// Where [`Cached`] serials come from.
@@ -97,6 +99,28 @@ impl Cached {
     }
 }
 
+/// The canonical root a request names. Relative or missing paths are refused clearly.
+pub fn resolve_root(ctx: &proto::rpc::Context) -> Result<PathBuf, Refusal> {
+    let p = Path::new(&ctx.store);
+    if ctx.store.is_empty() || !p.is_absolute() {
+        return Err(Refusal::new(
+            proto::rpc::codes::BAD_STORE,
+            "store_path",
+            format!(
+                "store path must be absolute (got {})",
+                proto::json::q(&ctx.store)
+            ),
+        ));
+    }
+    std::fs::canonicalize(p).map_err(|e| {
+        Refusal::new(
+            proto::rpc::codes::BAD_STORE,
+            "store_path",
+            format!("cannot open store directory {}: {e}", p.display()),
+        )
+    })
+}
+
 /// The store at `<root>/.evolving`.
 #[derive(Debug)]
 pub struct Store {
@@ -113,113 +137,30 @@ pub struct Store {
     watch_error: Option<String>,
     pub writes: u64,
     pub opened_at: String,
-    /// Answers of `git rev-list <base>..<tip> -- <paths>`, per tip; `None` until taken back
-    /// from the previous daemon's `results/` on first use.
-    ranges: Option<crate::git::ranges::Memo>,
-    /// Since when answers in `ranges` wait to be written for the next start (see
-    /// [`Store::idle_work_at`]).
-    ranges_unsaved: Option<std::time::Instant>,
-    /// The uncommitted changes of the work tree, as `dirty` reads them.
-    pub worktree: crate::git::worktree::Worktree,
-    /// Every distinct plain `triggered_by` entry of the current view's test grounds, as of a
-    /// tick generation.
-    guarded: Option<(u64, Arc<Vec<String>>)>,
-    /// git's answers about this repository (its HEAD), reused while nothing they depend on
-    /// changed.
-    pub git: crate::git::facts::FactCache,
-    /// How many state files this store wrote (see [`crate::memo::check::Evaluation::state_epoch`]).
-    pub state_epoch: u64,
-    /// A digest of each state file's verdict content as last written (computed_at aside), so an
-    /// unchanged verdict is not rewritten.
-    pub state_written: crate::memo::check::StateWritten,
-    /// The event template of the last check (see [`crate::memo::check::EventTemplates`]).
-    pub event_templates: crate::memo::check::EventTemplates,
-    /// Whether the previous daemon's record of the state files was taken (see
-    /// [`Store::take_state_record`]).
-    state_record_taken: bool,
-    /// State files read ahead for the evaluation under way (see `verbs::check`), by tick id:
-    /// the digest of what each says but its `computed_at`. Emptied when the evaluation ends.
-    pub state_read_ahead: std::collections::HashMap<String, Option<u64>>,
-    /// Every test ground's label as a plain check last read it: `(tick, ground)` →
-    /// `(decision, claim, label)`. `None` until the first evaluation.
-    verdicts: Option<VerdictSnapshot>,
-    /// The evaluation whose verdicts the snapshot holds (see [`Store::fold_verdicts_from`]).
-    verdicts_from: u64,
-    /// Evaluations numbered so far.
-    evaluations: u64,
-    /// Verdict changes not yet pushed to subscribers.
-    unsent: Vec<proto::rpc::VerdictChange>,
-    /// The flags of the last `check` (`offline`, `attest`): the state files hold what such a
-    /// check reads, so a background re-evaluation uses the same ones.
-    pub last_check: (bool, Option<Vec<String>>),
     /// Moves whenever the tick cache took in a change.
     ticks_generation: u64,
     /// The current view as of a tick generation.
     view: Option<(u64, Arc<CurrentView>)>,
-    /// Parsed receipt files, current as of the last sync.
-    pub receipts: crate::store::receipt_cache::ReceiptCache,
-    /// Who else touched `results/state/`.
-    pub state_watch: crate::memo::check::StateWatch,
-    /// The last evaluations of `check`, with what each was computed from.
-    pub memos: crate::memo::check::Memos,
-    /// The trigger lists and commits the evaluations' parts share.
-    pub shared_texts: crate::memo::check::SharedTexts,
-    /// The store's event ledger (`results/ledger/events.jsonl`), as its writer holds it.
-    pub ledger: crate::ledger::Ledger,
-    /// The states of the current decisions' evidence citations, per cited file.
-    pub evidence: crate::ledger::evidence::Cache,
-    /// evd's own events (a tick recorded, a receipt appended, a verdict changed, a check run)
-    /// not yet written to the ledger, and since when they wait: written together shortly
-    /// after, off the request's path (see [`Store::idle_work_at`]), and when the store is
-    /// released.
-    journal: Vec<crate::ledger::OwnEvent>,
-    /// Checks waiting with the journal, each at the journal position it was taken at (see
-    /// [`crate::ledger::replay_record`]).
-    checks: Vec<(usize, Box<crate::ledger::replay_record::PendingCheck>)>,
-    /// The receipt cache's generation the last check's capture read.
-    pub captured_receipts: Option<u64>,
-    /// What the ledger holds of the verdict engine's inputs (see [`crate::ledger::replay_record`]),
-    /// read from it once per session, when a check first records.
-    replay_known: Option<crate::ledger::replay::Known>,
-    /// The ledger's artifacts as last hashed by `ledger verify`, by path: (inode, size, mtime,
-    /// sha256).
-    pub artifacts_hashed: std::collections::HashMap<String, (u64, u64, i128, String)>,
-    journal_since: Option<std::time::Instant>,
-    /// Whether this process has written its `daemon_started` to this store's ledger.
-    journal_started: bool,
-    /// The `git` envelope of evd's own events, and when it was read (asking git takes a
-    /// `git status`: at most once per [`JOURNAL_GIT_FOR`] while events keep coming).
-    journal_git: Option<(std::time::Instant, serde_json::Value)>,
     /// The caller of the write being served, for the events it causes.
     pub current_agent: Option<String>,
-    /// Verdict changes the last evaluation found, for its caller to take.
-    pub pending_changes: Vec<proto::rpc::VerdictChange>,
     /// The write requests this store applied, by client request id (exactly-once writes).
     pub requests: crate::store::requests::RequestLog,
     /// The id of the write request being served, if it has one: an append records its intent
     /// under it first.
     pub current_request: Option<String>,
-    /// The last audit of `ticks/`, file by file.
-    pub verify_memo: crate::memo::verify::VerifyMemo,
-    /// The plain `list` answer file, with the tick generation it was written for.
-    pub list_answer: Option<(u64, crate::sys::answers::AnswerFile)>,
+    /// How many times the lock was found gone and the store opened afresh (see
+    /// [`Store::lock_losses`]).
+    lock_losses: u64,
+    /// What every appended tick must pass besides the write limits, registered by the
+    /// features that know (see [`Store::check_ticks_with`]).
+    tick_checks: Vec<TickCheck>,
 }
+
+/// A rule a tick must pass before it is appended: given the store's root and the tick.
+pub type TickCheck = fn(&Path, &Tick) -> Result<(), Refusal>;
 
 /// The current view: `(file name, tick)`, newest first.
 pub type CurrentView = Vec<(Arc<str>, Arc<PackedTick>)>;
-
-/// tick id → its part of the last plain evaluation folded in (its tick, and a row with the
-/// label of each test ground), for ticks with a test ground. The parts are the evaluations'
-/// own: the snapshot holds no text of its own.
-pub type VerdictSnapshot = std::collections::HashMap<Box<str>, Arc<crate::memo::check::TickPart>>;
-
-/// The label a part's row gives ground `gi`, if it has a row for it.
-fn label_of(part: &crate::memo::check::TickPart, gi: usize) -> Option<&str> {
-    part.kept_rows()
-        .iter()
-        .find(|r| r.ground_index == gi)
-        .map(|r| &*r.label)
-}
 
 /// The entries of `ticks/`, as listed fresh for the audit.
 pub struct TicksListing {
@@ -232,30 +173,6 @@ pub struct TicksListing {
 /// The name of the lock file, under `results/` (the per-host part nobody commits).
 pub const LOCK_FILE: &str = "evd.lock";
 
-/// How long learnt git answers wait before they are written for the next start.
-const SAVE_ANSWERS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
-/// How long evd's own events wait to be written to the ledger together.
-const WRITE_JOURNAL_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
-/// How long the `git` envelope of evd's own events is reused.
-const JOURNAL_GIT_FOR: std::time::Duration = std::time::Duration::from_secs(2);
-/// The most own events that wait (a ledger that cannot be written must not grow memory).
-const MAX_JOURNAL: usize = 100_000;
-
-impl Drop for Store {
-    fn drop(&mut self) {
-        // Still holding the lock here: the fields drop after this.
-        if self.journal_started || !self.journal.is_empty() || !self.checks.is_empty() {
-            self.journal("daemon_stopped", serde_json::Map::new());
-        }
-        self.on_idle();
-        if !self.state_written.is_empty() && self.lock_is_valid() {
-            // Whatever someone else did to a state file and the watch saw is taken in first.
-            self.state_watch.sync(&mut self.state_written);
-            crate::store::state_record::save(&self.results_dir(), &self.state_written);
-        }
-    }
-}
-
 impl Store {
     /// A handle on the store under `root` (the directory that holds `.evolving`). Nothing is
     /// read or locked yet.
@@ -266,49 +183,19 @@ impl Store {
             root,
             ev,
             lock: None,
+            lock_losses: 0,
             files: BTreeMap::new(),
             ticks_stamp: None,
             watch: None,
             watch_error: None,
             writes: 0,
             opened_at: crate::engine::clock::now_rfc3339(),
-            ranges: None,
-            ranges_unsaved: None,
-            state_epoch: 0,
-            worktree: crate::git::worktree::Worktree::default(),
-            guarded: None,
-            git: crate::git::facts::FactCache::for_repository(),
-            state_written: Default::default(),
-            state_read_ahead: Default::default(),
-            state_record_taken: false,
-            event_templates: Default::default(),
-            verdicts: None,
-            verdicts_from: 0,
-            evaluations: 0,
-            unsent: Vec::new(),
-            last_check: (false, None),
             ticks_generation: 0,
             view: None,
-            receipts: crate::store::receipt_cache::ReceiptCache::new(&results),
-            state_watch: crate::memo::check::StateWatch::new(&results),
-            memos: crate::memo::check::Memos::default(),
-            shared_texts: Default::default(),
-            ledger: crate::ledger::Ledger::new(&results),
-            evidence: Default::default(),
-            journal: Vec::new(),
-            checks: Vec::new(),
-            captured_receipts: None,
-            replay_known: None,
-            artifacts_hashed: Default::default(),
-            journal_since: None,
-            journal_started: false,
-            journal_git: None,
             current_agent: None,
-            pending_changes: Vec::new(),
             requests: crate::store::requests::RequestLog::new(&results),
             current_request: None,
-            verify_memo: Default::default(),
-            list_answer: None,
+            tick_checks: Vec::new(),
         }
     }
 
@@ -324,6 +211,26 @@ impl Store {
     pub fn results_dir(&self) -> PathBuf {
         self.ev.join("results")
     }
+    /// Add a rule every tick must pass before it is appended (a feature above the store, such
+    /// as evidence citations, registers its own).
+    pub fn check_ticks_with(&mut self, check: TickCheck) {
+        self.tick_checks.push(check);
+    }
+
+    /// The write limits, then every registered rule.
+    fn check_tick(&self, tick: &Tick) -> Result<(), Refusal> {
+        crate::engine::limits::check_tick(tick)?;
+        self.tick_checks
+            .iter()
+            .try_for_each(|c| c(&self.root, tick))
+    }
+
+    /// How many times [`Store::acquire`] found the lock gone and opened the store afresh: what
+    /// was kept about the store before is stale when this moves.
+    pub fn lock_losses(&self) -> u64 {
+        self.lock_losses
+    }
+
     pub fn is_locked(&self) -> bool {
         self.lock.is_some()
     }
@@ -381,10 +288,8 @@ impl Store {
                 self.files.clear();
                 self.ticks_stamp = None;
                 self.watch = None;
-                self.state_written.clear();
-                self.verdicts = None;
+                self.lock_losses += 1;
                 self.requests.reset();
-                self.verify_memo.clear();
             }
             None => {}
         }
@@ -781,14 +686,10 @@ impl Store {
         Ok(view)
     }
 
-    /// Why this store is served degraded (some directory of it could not be watched, so every
-    /// answer is validated against the disk first), or `None` when it is fully watched.
+    /// Why `ticks/` is served degraded (it could not be watched, so every answer is validated
+    /// against the disk first), or `None` when it is watched.
     pub fn degraded(&self) -> Option<String> {
-        self.watch_error
-            .as_deref()
-            .or(self.receipts.watch_error())
-            .or(self.state_watch.watch_error())
-            .map(str::to_string)
+        self.watch_error.clone()
     }
 
     /// A number that moves whenever the tick cache took in a change (call after a refresh).
@@ -805,406 +706,6 @@ impl Store {
     pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
         self.refresh()?;
         Ok(self.files.get(name).map(|c| c.entry.clone()))
-    }
-
-    /// Take the git answers known for `tip` (see [`crate::git::ranges::Memo::take`]); the first
-    /// use takes back what a previous daemon kept in `results/`. Hand them back with
-    /// [`Store::keep_ranges`].
-    pub fn take_ranges(&mut self, tip: &str) -> crate::git::ranges::Answers {
-        let root = self.root.clone();
-        let results = self.results_dir();
-        self.ranges
-            .get_or_insert_with(|| crate::git::ranges::restore(&root, &results))
-            .take(&root, tip)
-    }
-
-    /// The work tree's uncommitted changes (see [`crate::git::worktree::Worktree::uncommitted`]),
-    /// while — in parallel, when HEAD moved — the git answers known for the last HEAD are
-    /// carried over to `head`: both cost git processes right after a commit.
-    pub fn uncommitted_and_ranges(
-        &mut self,
-        head: Option<&str>,
-        guarded: &[String],
-    ) -> Option<Arc<crate::git::worktree::Uncommitted>> {
-        let root = self.root.clone();
-        let results = self.results_dir();
-        let ranges = self
-            .ranges
-            .get_or_insert_with(|| crate::git::ranges::restore(&root, &results));
-        let worktree = &mut self.worktree;
-        match head {
-            Some(h) if !ranges.has(h) => std::thread::scope(|s| {
-                let carried = s.spawn(|| {
-                    ranges.advance(&root, h);
-                    crate::sys::child::take_timeouts()
-                });
-                let answer = worktree.uncommitted(&root, head, guarded);
-                // A carry that panicked leaves nothing carried: those are asked again.
-                if let Ok(timeouts) = carried.join() {
-                    crate::sys::child::note_timeouts(timeouts);
-                }
-                answer
-            }),
-            _ => worktree.uncommitted(&root, head, guarded),
-        }
-    }
-
-    /// Keep the answers for `tip`; with `persist`, when any were learnt since the last write,
-    /// have them written for the next start.
-    pub fn keep_ranges(
-        &mut self,
-        tip: String,
-        answers: crate::git::ranges::Answers,
-        learnt: bool,
-        persist: bool,
-    ) {
-        let memo = self.ranges.get_or_insert_with(Default::default);
-        memo.keep(tip, answers, learnt);
-        if persist && memo.take_dirty() {
-            // Written a little later, not while a client waits (see [`Store::idle_work_at`]).
-            self.ranges_unsaved
-                .get_or_insert_with(std::time::Instant::now);
-        }
-    }
-
-    /// What the previous daemon recorded of the state files it wrote, once (see
-    /// [`crate::store::state_record`]); empty afterwards, or when it left none.
-    pub fn take_state_record(
-        &mut self,
-    ) -> std::collections::HashMap<String, (u64, crate::store::state_record::Stamp)> {
-        if std::mem::replace(&mut self.state_record_taken, true) || self.lock.is_none() {
-            return Default::default();
-        }
-        crate::store::state_record::restore(&self.results_dir())
-    }
-
-    /// When work left for a quiet moment is due: the git answers learnt since they were last
-    /// written, kept for the next start, a second after they were learnt (a burst of requests,
-    /// like the checks right after a restart, is not kept waiting behind the write).
-    pub fn idle_work_at(&self) -> Option<std::time::Instant> {
-        let answers = self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER);
-        let journal = self.journal_since.map(|since| since + WRITE_JOURNAL_AFTER);
-        match (answers, journal) {
-            (Some(a), Some(j)) => Some(a.min(j)),
-            (a, j) => a.or(j),
-        }
-    }
-
-    /// Journal a tick this store just recorded: by which verb, for which caller.
-    pub fn journal_tick(&mut self, verb: &str, tick: &Tick) {
-        let mut p = serde_json::Map::new();
-        p.insert("tick_id".into(), tick.id.clone().into());
-        p.insert("parent_id".into(), tick.parent_id.clone().into());
-        p.insert("verb".into(), verb.into());
-        p.insert("blame".into(), tick.blame.clone().into());
-        if let Some(a) = &self.current_agent {
-            p.insert("caller_agent_id".into(), a.clone().into());
-        }
-        if let Some(r) = &tick.ratifies {
-            p.insert("ratifies".into(), r.clone().into());
-        }
-        if let Some(s) = &tick.supersedes {
-            p.insert("supersedes".into(), s.clone().into());
-        }
-        self.journal("tick_recorded", p);
-        if let Some(r) = &tick.ratifies {
-            let mut p = serde_json::Map::new();
-            p.insert("proposal_id".into(), r.clone().into());
-            p.insert("tick_id".into(), tick.id.clone().into());
-            p.insert("blame".into(), tick.blame.clone().into());
-            self.journal("proposal_ratified", p);
-        }
-    }
-
-    /// Note one of evd's own events for the ledger (written shortly after, with the others
-    /// waiting: see [`Store::write_journal`]).
-    pub fn journal(
-        &mut self,
-        event_type: &'static str,
-        payload: serde_json::Map<String, serde_json::Value>,
-    ) {
-        self.make_room();
-        self.journal.push((event_type, payload));
-        self.journal_since
-            .get_or_insert_with(std::time::Instant::now);
-    }
-
-    /// Note a check for the ledger: its `check_run`, and what it rested on that the ledger does
-    /// not hold yet, are written with the journal.
-    pub fn journal_check(&mut self, c: crate::ledger::replay_record::PendingCheck) {
-        self.make_room();
-        self.checks.push((self.journal.len(), Box::new(c)));
-        self.journal_since
-            .get_or_insert_with(std::time::Instant::now);
-    }
-
-    fn make_room(&mut self) {
-        if self.journal.len() + self.checks.len() >= MAX_JOURNAL {
-            // Far behind (a ledger that cannot be written): the oldest are let go, said once.
-            tracing::warn!(store = %self.root.display(), "ledger journal full; dropping its oldest events");
-            let n = self.journal.len().min(MAX_JOURNAL / 2);
-            self.journal.drain(..n);
-            self.checks.retain(|(at, _)| *at >= n);
-            for (at, _) in &mut self.checks {
-                *at -= n;
-            }
-            if self.checks.len() >= MAX_JOURNAL / 2 {
-                self.checks.drain(..self.checks.len() / 2);
-            }
-        }
-    }
-
-    /// Read what the ledger (and `waiting`, events of evd's own not written yet) holds of the
-    /// verdict engine's inputs, unless known already.
-    pub fn load_known(&mut self, waiting: &[crate::ledger::OwnEvent]) {
-        if self.replay_known.is_some() {
-            return;
-        }
-        let text = match std::fs::read(self.ledger.path()) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-            Err(_) => String::new(),
-        };
-        self.replay_known = Some(crate::ledger::replay::Known::load(&text, waiting.iter()));
-    }
-
-    pub fn known(&self) -> Option<&crate::ledger::replay::Known> {
-        self.replay_known.as_ref()
-    }
-
-    pub fn known_mut(&mut self) -> Option<&mut crate::ledger::replay::Known> {
-        self.replay_known.as_mut()
-    }
-
-    /// Write the events waiting in the journal, after this run's `daemon_started` if it is the
-    /// first. Best effort (never into a store being removed): a failure is logged and they wait
-    /// for the next try.
-    pub fn write_journal(&mut self) {
-        if self.journal.is_empty() && self.checks.is_empty() {
-            self.journal_since = None;
-            return;
-        }
-        if !self.lock_is_valid() || !self.results_dir().is_dir() {
-            self.journal.clear();
-            self.checks.clear();
-            self.journal_since = None;
-            return;
-        }
-        let events = std::mem::take(&mut self.journal);
-        let mut checks = std::mem::take(&mut self.checks).into_iter().peekable();
-        let mut batch = crate::ledger::replay_record::Batch::new(self);
-        for (i, (t, p)) in events.into_iter().enumerate() {
-            while let Some((_, c)) = checks.next_if(|(at, _)| *at <= i) {
-                crate::ledger::replay_record::expand(&mut batch, *c);
-            }
-            batch.push(t, p, 256);
-        }
-        for (_, c) in checks {
-            crate::ledger::replay_record::expand(&mut batch, *c);
-        }
-        match batch.finish() {
-            Ok(()) => {
-                self.journal_started = true;
-                self.journal_since = None;
-            }
-            Err(rest) => {
-                tracing::warn!(store = %self.root.display(), "cannot write the ledger; its events wait for the next try");
-                // Already made and folded: they wait as they are, before anything newer.
-                let newer = std::mem::replace(&mut self.journal, rest);
-                self.journal.extend(newer);
-                self.journal_since = Some(std::time::Instant::now());
-            }
-        }
-    }
-
-    /// Append evd's own `events` to the ledger, each with its envelope (the git facts asked at
-    /// most every [`JOURNAL_GIT_FOR`]), after this run's `daemon_started` if they are its first.
-    pub fn append_own(&mut self, events: &[crate::ledger::OwnEvent]) -> std::io::Result<()> {
-        let mut started = None;
-        if !self.journal_started {
-            let mut p = serde_json::Map::new();
-            p.insert("pid".into(), std::process::id().into());
-            p.insert("version".into(), env!("CARGO_PKG_VERSION").into());
-            started = Some(("daemon_started", p));
-        }
-        let git = match &self.journal_git {
-            Some((at, g)) if at.elapsed() < JOURNAL_GIT_FOR => g.clone(),
-            _ => {
-                let g = crate::verbs::ledger::git_now(self);
-                self.journal_git = Some((std::time::Instant::now(), g.clone()));
-                g
-            }
-        };
-        let host = crate::ledger::host(&self.root);
-        let agent = crate::verbs::ledger::own_agent();
-        let events = started
-            .iter()
-            .chain(events)
-            .map(|(t, p)| crate::ledger::own_event(t, agent, &host, &git, p.clone()))
-            .collect();
-        self.ledger
-            .append_own(events, &crate::engine::clock::now_rfc3339())?;
-        self.journal_started = true;
-        Ok(())
-    }
-
-    /// Do the work [`Store::idle_work_at`] announced. Also run when the store is dropped.
-    pub fn on_idle(&mut self) {
-        if self.journal_since.is_some() {
-            self.write_journal();
-        }
-        // Not into a store someone is removing (its lock file goes with it).
-        if self.ranges_unsaved.take().is_some() && self.lock_is_valid() {
-            if let Some(memo) = &self.ranges {
-                crate::git::ranges::persist(&self.root, &self.results_dir(), memo);
-            }
-        }
-    }
-
-    /// Forget every git answer (a git child overran: nothing it said is trusted).
-    pub fn forget_ranges(&mut self) {
-        if let Some(m) = self.ranges.as_mut() {
-            m.clear();
-        }
-    }
-
-    /// Every distinct `triggered_by` entry that [`crate::git::ranges::plain_paths`] accepts, over
-    /// the current view's live test grounds, sorted.
-    pub fn guarded_paths(&mut self) -> Result<Arc<Vec<String>>, Refusal> {
-        let view = self.current_shared()?;
-        let generation = self.ticks_generation;
-        if let Some((g, paths)) = &self.guarded {
-            if *g == generation {
-                return Ok(Arc::clone(paths));
-            }
-        }
-        let mut set = std::collections::BTreeSet::new();
-        for (_, t) in view.iter().filter(|(_, t)| t.status() == "live") {
-            for (_, _, triggers) in t.test_bindings() {
-                let triggers: Vec<&str> = triggers.iter().collect();
-                if triggers.iter().all(|t| crate::git::ranges::plain_path(t)) {
-                    set.extend(triggers.into_iter().map(str::to_string));
-                }
-            }
-        }
-        let paths = Arc::new(set.into_iter().collect::<Vec<_>>());
-        self.guarded = Some((generation, Arc::clone(&paths)));
-        Ok(paths)
-    }
-
-    /// A number for a new evaluation, never given before by this store.
-    pub fn next_evaluation_serial(&mut self) -> u64 {
-        self.evaluations += 1;
-        self.evaluations
-    }
-
-    /// Whether the verdict snapshot holds what evaluation `serial` found (it was the last folded
-    /// in).
-    pub fn verdicts_folded_from(&self, serial: u64) -> bool {
-        self.verdicts.is_some() && self.verdicts_from == serial
-    }
-
-    /// Note that the snapshot now holds what evaluation `serial` found.
-    pub fn fold_verdicts_from(&mut self, serial: u64) {
-        self.verdicts_from = serial;
-    }
-
-    /// Fold a plain evaluation's parts into the snapshot and say which test grounds' labels
-    /// changed (grounds no longer seen have left the view). With `only`, `folded` holds the
-    /// parts of the ticks evaluated again alone, and nothing else in the snapshot moved. The
-    /// first evaluation only sets the baseline. Costs no allocation for a part whose labels did
-    /// not move.
-    pub fn update_verdicts(
-        &mut self,
-        folded: &[&Arc<crate::memo::check::TickPart>],
-        only: bool,
-    ) -> Vec<proto::rpc::VerdictChange> {
-        use proto::rpc::VerdictChange;
-        let baseline = self.verdicts.is_none();
-        let snap = self.verdicts.get_or_insert_with(Default::default);
-        let mut changes = Vec::new();
-        let change = |part: &crate::memo::check::TickPart, gi: usize, old: Option<&str>, new| {
-            VerdictChange {
-                tick_id: part.tick.id().to_string(),
-                ground_index: gi,
-                decision: part.tick.decision().to_string(),
-                claim: part.tick.ground_text(gi).0.to_string(),
-                old: old.map(str::to_string),
-                new,
-            }
-        };
-        for &part in folded {
-            let id = part.tick.id();
-            let old = snap.get(id);
-            if old.is_some_and(|o| Arc::ptr_eq(o, part)) {
-                continue;
-            }
-            for r in part.kept_rows().iter() {
-                let was = old.and_then(|o| label_of(o, r.ground_index));
-                if was != Some(&*r.label) {
-                    changes.push(change(part, r.ground_index, was, Some(r.label.to_string())));
-                }
-            }
-            if let Some(o) = old {
-                for r in o.kept_rows().iter() {
-                    if label_of(part, r.ground_index).is_none() {
-                        changes.push(change(o, r.ground_index, Some(&r.label), None));
-                    }
-                }
-            }
-            if part.kept_rows().is_empty() {
-                snap.remove(id);
-            } else if old.is_some() {
-                if let Some(slot) = snap.get_mut(id) {
-                    *slot = Arc::clone(part);
-                }
-            } else {
-                snap.insert(id.into(), Arc::clone(part));
-            }
-        }
-        if !only {
-            // Ticks no longer in view leave the snapshot, with every ground they had.
-            let in_view: std::collections::HashSet<&str> =
-                folded.iter().map(|p| p.tick.id()).collect();
-            snap.retain(|id, o| {
-                if in_view.contains(&**id) {
-                    return true;
-                }
-                for r in o.kept_rows().iter() {
-                    changes.push(change(o, r.ground_index, Some(&r.label), None));
-                }
-                false
-            });
-        }
-        if baseline {
-            Vec::new()
-        } else {
-            self.note_changes(changes.clone());
-            changes
-        }
-    }
-
-    /// Verdict changes (and changes of what cited evidence reads, see
-    /// [`crate::ledger::evidence::sync`]): journaled, and queued for the subscribers.
-    pub fn note_changes(&mut self, changes: Vec<proto::rpc::VerdictChange>) {
-        for c in &changes {
-            let mut p = serde_json::Map::new();
-            p.insert("tick_id".into(), c.tick_id.clone().into());
-            p.insert("ground_index".into(), c.ground_index.into());
-            p.insert("old".into(), c.old.clone().into());
-            p.insert("new".into(), c.new.clone().into());
-            self.journal("verdict_changed", p);
-        }
-        self.unsent.extend(changes);
-    }
-
-    /// Whether a full plain evaluation has set the verdict baseline.
-    pub fn has_verdict_baseline(&self) -> bool {
-        self.verdicts.is_some()
-    }
-
-    /// The verdict changes found since the last call, for the subscribers.
-    pub fn take_unsent(&mut self) -> Vec<proto::rpc::VerdictChange> {
-        std::mem::take(&mut self.unsent)
     }
 
     pub fn tick_count(&self) -> usize {
@@ -1282,7 +783,7 @@ impl Store {
     pub fn kept_audit(
         &self,
         name: &str,
-    ) -> Option<(&crate::memo::verify::AuditSlot, Option<&PackedTick>)> {
+    ) -> Option<(&crate::engine::audit::AuditSlot, Option<&PackedTick>)> {
         let c = self.files.get(name)?;
         let tick = match &c.entry {
             Entry::Tick(t) => Some(t.as_ref()),
@@ -1298,7 +799,7 @@ impl Store {
         &mut self,
         name: &str,
         serial: u64,
-        slot: impl FnOnce(Option<&PackedTick>) -> crate::memo::verify::AuditSlot,
+        slot: impl FnOnce(Option<&PackedTick>) -> crate::engine::audit::AuditSlot,
     ) {
         if let Some(c) = self.files.get_mut(name).filter(|c| c.serial == serial) {
             let tick = match &c.entry {
@@ -1320,8 +821,7 @@ impl Store {
             ));
         }
         // The layout was checked when this request took the store (`acquire`).
-        crate::engine::limits::check_tick(&tick)?;
-        crate::ledger::evidence::check_tick(&self.root, &tick)?;
+        self.check_tick(&tick)?;
         if self.head_for_write()? != tick.parent_id {
             return Err(Refusal::new(
                 codes::INTERNAL,
@@ -1439,8 +939,7 @@ impl Store {
             ));
         }
         for t in ticks {
-            crate::engine::limits::check_tick(t)?;
-            crate::ledger::evidence::check_tick(&self.root, t)?;
+            self.check_tick(t)?;
         }
         let total = ticks.len() as u64;
         self.record_intent(&last.id)?;

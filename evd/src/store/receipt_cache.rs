@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::receipts::{Receipt, RunResult};
-use crate::git::inputs::read_receipts;
+use crate::store::results::read_receipts;
 use crate::sys::watch::{Changes, DirWatch};
 
 #[derive(Debug)]

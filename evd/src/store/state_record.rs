@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::memo::check::StateWritten;
+use crate::store::state_files::StateWritten;
 
 /// The record, beside the state files it describes (host-local, like the rest of `results/`).
 pub const FILE: &str = "evd-state-written.txt";

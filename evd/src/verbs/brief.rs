@@ -4,9 +4,9 @@
 use proto::rpc::{BriefDecision, BriefRequest, BriefResult, BriefRoad, Refusal};
 use serde_json::{Map, Value};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
-pub fn brief(store: &mut Store, req: &BriefRequest) -> Result<BriefResult, Refusal> {
+pub fn brief(store: &mut OpenStore, req: &BriefRequest) -> Result<BriefResult, Refusal> {
     store.require()?;
     let limit = req.limit.unwrap_or_else(|| store.config().brief_limit);
     let mut kept: Vec<(&str, &crate::engine::packed::PackedTick, bool)> = store

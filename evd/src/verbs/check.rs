@@ -18,12 +18,13 @@ use serde_json::{Map, Value};
 
 use crate::engine::receipts::{Receipt, RunResult};
 use crate::engine::verdict::{self, Inputs, Label};
-use crate::git::inputs::{cached_origin, read_selected};
 use crate::git::ranges::{self as git_ranges, Answers, Range};
 use crate::git::worktree::Uncommitted;
 use crate::ledger::replay;
+pub use crate::memo::check::Evaluated;
 use crate::memo::check::{receipt_key_number, Basis, CheckEvent, Evaluation, TestPart, TickPart};
-use crate::store::Store;
+use crate::open::OpenStore;
+use crate::store::results::{cached_origin, read_selected};
 use crate::sys::fsio;
 
 /// The warning when the live-origin reference cannot be resolved.
@@ -41,7 +42,7 @@ fn git_head(facts: &mut crate::git::facts::FactCache, root: &Path) -> Option<Str
 /// With `record` (a real `check`), a resolved live-origin sha is cached to `results/origin-sha`;
 /// a background re-evaluation leaves that cache alone.
 fn staleness_reference(
-    store: &Store,
+    store: &OpenStore,
     req: &CheckRequest,
     policy: &str,
     warnings: &mut Vec<Warning>,
@@ -174,7 +175,7 @@ fn verdicts_digest(
 /// a tick no check has seen); with it, `results/state/` is there ([`state_dir`]). Returns
 /// whether the file now holds these verdicts.
 fn write_state(
-    store: &mut Store,
+    store: &mut OpenStore,
     tick: &Tick,
     graded: &[Graded],
     (policy, sha): (&str, Option<&str>),
@@ -225,7 +226,7 @@ fn write_state(
 
 /// Make sure `results/state/` is there, once per evaluation that creates state files; whether
 /// it is.
-fn state_dir(store: &mut Store) -> bool {
+fn state_dir(store: &mut OpenStore) -> bool {
     let dir = store.results_dir().join("state");
     let fresh = !dir.is_dir();
     let made = fsio::ensure_dir(&dir).is_ok();
@@ -259,7 +260,7 @@ fn state_digest(said: &Map<String, Value>) -> u64 {
 /// evaluation about to compare them (a fresh daemon's first check compares thousands). A file
 /// the previous daemon recorded (see [`crate::store::state_record`]) and nobody touched since is not
 /// read: what it says is known.
-fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
+fn read_state_files_ahead(store: &mut OpenStore, ids: Vec<&str>) {
     if ids.is_empty() {
         return;
     }
@@ -296,7 +297,7 @@ fn read_state_files_ahead(store: &mut Store, ids: Vec<&str>) {
 /// What the verdicts rest on right now, re-established from the disk and git: everything a
 /// remembered evaluation must match to be reused.
 fn basis(
-    store: &mut Store,
+    store: &mut OpenStore,
     offline: bool,
     attest: Option<Vec<String>>,
     config: &crate::store::config::Config,
@@ -312,7 +313,8 @@ fn basis(
     let head = git_head(&mut store.git, &root);
     let guarded = store.guarded_paths()?;
     let uncommitted = store.uncommitted_and_ranges(head.as_deref(), &guarded);
-    let evidence = crate::ledger::evidence::sync(store)?;
+    let (evidence, changes) = crate::ledger::evidence::sync(&mut store.store, &mut store.evidence)?;
+    store.note_changes(changes);
     Ok(Basis {
         offline,
         attest,
@@ -331,7 +333,7 @@ fn basis(
 
 /// When a git child overran during this evaluation, its verdicts rest on facts that could not be
 /// learnt: refuse, keep nothing, and say what hung.
-fn refuse_on_git_timeouts(store: &mut Store) -> Result<(), Refusal> {
+fn refuse_on_git_timeouts(store: &mut OpenStore) -> Result<(), Refusal> {
     let timeouts = crate::sys::child::take_timeouts();
     let Some(first) = timeouts.first() else {
         return Ok(());
@@ -352,21 +354,9 @@ fn refuse_on_git_timeouts(store: &mut Store) -> Result<(), Refusal> {
     )))
 }
 
-/// A check's evaluation and what it rests on: what every verb that reads verdicts starts from.
-pub struct Evaluated {
-    pub eval: Arc<Evaluation>,
-    /// The staleness policy (config `staleness_ref`).
-    pub policy: String,
-    pub warnings: Vec<Warning>,
-    /// What the verdicts rest on (the staleness reference they were read against, HEAD, …),
-    /// and the clock they were read at: what a replay needs.
-    pub basis: Basis,
-    pub now: time::OffsetDateTime,
-}
-
 /// Evaluate — or reuse the evaluation made on the very same basis —, keeping the state files
 /// current (§10.1 steps 1, 2, 4, 5).
-pub fn evaluated(store: &mut Store, req: &CheckRequest) -> Result<Evaluated, Refusal> {
+pub fn evaluated(store: &mut OpenStore, req: &CheckRequest) -> Result<Evaluated, Refusal> {
     // Only this request's git children count.
     crate::sys::child::take_timeouts();
     store.require()?;
@@ -421,7 +411,7 @@ fn kept_parts(e: &Evaluation, prior: Option<&Evaluation>) -> usize {
 }
 
 /// `check` (§10.1 steps 1, 2, 4–6): evaluate, record the events, answer the rows.
-pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refusal> {
+pub fn check(store: &mut OpenStore, req: &CheckRequest) -> Result<CheckResult, Refusal> {
     let started = Instant::now();
     let e = evaluated(store, req)?;
     let now = crate::engine::clock::now();
@@ -452,9 +442,9 @@ pub fn check(store: &mut Store, req: &CheckRequest) -> Result<CheckResult, Refus
         p.insert("attest".into(), a.clone().into());
     }
     p.insert("wall_ms".into(), wall_ms.into());
-    let pending = crate::ledger::replay_record::capture(store, &e, p);
+    let pending = crate::open::replay_record::capture(store, &e, p);
     store.journal_check(pending);
-    let evidence = crate::ledger::evidence::drifted_rows(store)?;
+    let evidence = crate::ledger::evidence::drifted_rows(&mut store.store, &mut store.evidence)?;
     let mut out = answer(&e.eval, req, e.policy, e.basis.reference, e.warnings);
     out.gating |= evidence.iter().any(|r| r.gating);
     out.evidence = evidence;
@@ -502,7 +492,7 @@ fn answer(
 /// would (the view the state files hold), keeping the state files current without recording
 /// check events. Only the ticks the change concerns are evaluated again (see [`evaluate`]).
 /// Returns the verdicts that changed since the last evaluation.
-pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal> {
+pub fn refresh_verdicts(store: &mut OpenStore) -> Result<Vec<VerdictChange>, Refusal> {
     store.require()?;
     crate::sys::child::take_timeouts();
     if !store.results_dir().join("state").is_dir() {
@@ -559,7 +549,7 @@ pub fn refresh_verdicts(store: &mut Store) -> Result<Vec<VerdictChange>, Refusal
 /// evaluation (no attest, not offline) also updates the store's verdict snapshot; the changes
 /// found are left in `store.pending_changes`.
 fn evaluate(
-    store: &mut Store,
+    store: &mut OpenStore,
     basis: &Basis,
     now: time::OffsetDateTime,
     record: bool,
@@ -781,7 +771,7 @@ struct GitFacts {
 }
 
 impl GitFacts {
-    fn take(store: &mut Store, basis: &Basis, root: std::path::PathBuf) -> GitFacts {
+    fn take(store: &mut OpenStore, basis: &Basis, root: std::path::PathBuf) -> GitFacts {
         let head = basis.head.clone();
         let reference = basis.reference.clone().filter(|r| is_40_lower_hex(r));
         let at_head = head
@@ -806,7 +796,7 @@ impl GitFacts {
 
     /// Hand the answers back to the store; `persist` (a real check, never a background pass)
     /// writes them for the next start.
-    fn give_back(self, store: &mut Store, persist: bool) {
+    fn give_back(self, store: &mut OpenStore, persist: bool) {
         if let (Some(r), Some(answers)) = (self.reference, self.at_reference) {
             // Written once, with HEAD's below.
             store.keep_ranges(r, answers, self.learnt, false);
@@ -854,7 +844,7 @@ impl GitFacts {
     /// answer yet: a store's first check asks thousands, each a `git rev-list` process.
     fn ask_ahead<'t>(
         &mut self,
-        store: &mut Store,
+        store: &mut OpenStore,
         ticks: impl Iterator<Item = &'t crate::engine::packed::PackedTick>,
         basis: &Basis,
     ) {
@@ -1006,7 +996,7 @@ impl verdict::GitSays for GroundGit<'_> {
 /// One tick's rows, events and state-file verdicts.
 #[allow(clippy::too_many_arguments)]
 fn evaluate_tick(
-    store: &mut Store,
+    store: &mut OpenStore,
     file: &Arc<str>,
     packed: &Arc<crate::engine::packed::PackedTick>,
     tick: &Tick,
@@ -1113,7 +1103,7 @@ fn evaluate_tick(
 }
 
 /// `ev.check.plan`: every test binding of the current live view, in check order.
-pub fn plan(store: &mut Store) -> Result<CheckPlan, Refusal> {
+pub fn plan(store: &mut OpenStore) -> Result<CheckPlan, Refusal> {
     store.require()?;
     let green_exit_code = store.config().green_exit_code;
     let mut runs = Vec::new();
@@ -1157,7 +1147,7 @@ fn receipts_dir(dir: &Path) -> std::io::Result<()> {
 
 /// `ev.receipts.append`: stamp each receipt with evd's clock and append it as one line.
 pub fn append_receipts(
-    store: &mut Store,
+    store: &mut OpenStore,
     req: &AppendReceiptsRequest,
 ) -> Result<AppendReceiptsResult, Refusal> {
     store.require()?;
@@ -1255,7 +1245,7 @@ fn truncated(s: &str, max: usize) -> &str {
 /// Keep one test run's output under `results/runs/<run_id>/` (crash-safe, each file named in
 /// the ledger with its sha256) and journal it as a `tool_call`. Best effort: output that cannot
 /// be kept is left out of the event's artifacts, never half-written.
-fn record_tool_run(store: &mut Store, run_id: &str, run: &proto::rpc::ToolRun) {
+fn record_tool_run(store: &mut OpenStore, run_id: &str, run: &proto::rpc::ToolRun) {
     use sha2::{Digest, Sha256};
     let rel_dir = format!("runs/{run_id}");
     let dir = store.results_dir().join(&rel_dir);
@@ -1321,7 +1311,7 @@ mod tests {
     #[test]
     fn appended_receipts_are_one_parseable_line_each_and_bad_results_are_refused() {
         let d = tempfile::tempdir().expect("tempdir");
-        let mut store = Store::new(d.path().to_path_buf());
+        let mut store = OpenStore::new(d.path().to_path_buf());
         assert!(append_receipts(&mut store, &AppendReceiptsRequest::default()).is_err());
         store.init().expect("init");
         let new = |result: &str| proto::rpc::NewReceipt {

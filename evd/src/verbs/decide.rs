@@ -6,9 +6,9 @@ use proto::model::{is_40_lower_hex, Check, Ground, Liveness};
 use proto::rpc::{Context, DecideRequest, DecideResult, DraftGround, DraftKind, FromGit, Refusal};
 use proto::vocab;
 
-use super::tick_value;
+use super::common::tick_value;
 use super::write_path::{self, NewTick};
-use crate::store::Store;
+use crate::open::OpenStore;
 
 /// Everything of a new tick except what the store decides (parent, time, id).
 #[derive(Debug, Clone, PartialEq)]
@@ -328,7 +328,7 @@ pub fn build(req: &DecideRequest) -> Result<Draft, Refusal> {
 
 /// `decide`: validate, then the shared write path. Writes need the store lock (held by the
 /// caller); a dry run writes nothing.
-pub fn decide(store: &mut Store, req: &DecideRequest) -> Result<DecideResult, Refusal> {
+pub fn decide(store: &mut OpenStore, req: &DecideRequest) -> Result<DecideResult, Refusal> {
     let draft = build(req)?;
     let new = NewTick {
         decision: draft.decision,

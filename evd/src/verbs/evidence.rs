@@ -3,12 +3,14 @@
 
 use proto::rpc::{CitedEvidence, EvidenceResult, Refusal};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
-pub fn evidence(store: &mut Store) -> Result<EvidenceResult, Refusal> {
+pub fn evidence(store: &mut OpenStore) -> Result<EvidenceResult, Refusal> {
     store.require()?;
     let mut out = EvidenceResult::default();
-    for (row, sha256) in crate::ledger::evidence::marker_rows(store, false, true)? {
+    for (row, sha256) in
+        crate::ledger::evidence::marker_rows(&mut store.store, &mut store.evidence, false, true)?
+    {
         out.holding += usize::from(row.label == "holds");
         out.citations.push(CitedEvidence {
             tick_id: row.tick_id,

@@ -6,10 +6,10 @@ use proto::rpc::{codes, GuardRequest, GuardResult, Refusal};
 use proto::vocab::{self, USER_RULED};
 use proto::Ground;
 
+use super::common::{lookup, tick_value, Lookup};
 use super::decide::{human_blame, resolve_sha};
 use super::write_path::{self, NewTick};
-use super::{lookup, tick_value, Lookup};
-use crate::store::Store;
+use crate::open::OpenStore;
 
 fn refuse(reason: &str, msg: impl Into<String>) -> Refusal {
     Refusal::refused(reason, msg)
@@ -64,7 +64,7 @@ pub fn resolve_target(grounds: &[Ground], target: Option<&str>) -> Result<usize,
     }
 }
 
-pub fn guard(store: &mut Store, req: &GuardRequest) -> Result<GuardResult, Refusal> {
+pub fn guard(store: &mut OpenStore, req: &GuardRequest) -> Result<GuardResult, Refusal> {
     let parent = match lookup(store, &req.id)? {
         Lookup::Missing => {
             return Err(Refusal::new(

@@ -14,13 +14,13 @@ use proto::rpc::{
 
 use crate::engine::verdict;
 use crate::memo::check as check_memo;
-use crate::store::Store;
+use crate::open::OpenStore;
 use crate::verbs::check;
 
 /// Paths a request may name at most (a hook's staged change is usually a handful).
 pub const MAX_PATHS: usize = 100_000;
 
-pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Refusal> {
+pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult, Refusal> {
     let wanted: Option<Vec<&str>> = req
         .paths
         .as_ref()
@@ -169,10 +169,15 @@ pub fn guards(store: &mut Store, req: &GuardsRequest) -> Result<GuardsResult, Re
     } else {
         Vec::new()
     };
-    let evidence = crate::ledger::evidence::marker_rows(store, true, req.all_evidence)?
-        .into_iter()
-        .map(|(row, _)| row)
-        .collect::<Vec<_>>();
+    let evidence = crate::ledger::evidence::marker_rows(
+        &mut store.store,
+        &mut store.evidence,
+        true,
+        req.all_evidence,
+    )?
+    .into_iter()
+    .map(|(row, _)| row)
+    .collect::<Vec<_>>();
     Ok(GuardsResult {
         gating: e.eval.gating || evidence.iter().any(|r| r.gating),
         evidence,

@@ -2,9 +2,9 @@
 
 use proto::rpc::{InitResult, Refusal};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
-pub fn init(store: &mut Store) -> Result<InitResult, Refusal> {
+pub fn init(store: &mut OpenStore) -> Result<InitResult, Refusal> {
     let created = store.init()?;
     Ok(InitResult {
         created,

@@ -6,42 +6,8 @@ use proto::rpc::{
 use serde_json::{Map, Value};
 
 use crate::ledger::{self, Violation};
-use crate::store::Store;
-
-/// Who writes evd's own events from this process: `evd`, or `evctl` answering in-process.
-pub fn own_agent() -> &'static str {
-    static AGENT: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-    AGENT.get_or_init(|| {
-        let exe = std::env::current_exe().ok();
-        match exe
-            .as_deref()
-            .and_then(|p| p.file_name())
-            .and_then(|n| n.to_str())
-        {
-            Some(n) if n.starts_with("evctl") => "evctl",
-            _ => "evd",
-        }
-    })
-}
-
-/// The `git` envelope of the store's repository now: branch (`HEAD` when detached), head sha
-/// and whether tracked files have uncommitted changes (empty strings outside a repository).
-pub fn git_now(store: &Store) -> Value {
-    let root = store.root();
-    let head =
-        crate::git::inputs::git(root, &["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default();
-    let branch = crate::git::inputs::git(root, &["symbolic-ref", "--short", "-q", "HEAD"])
-        .filter(|b| !b.is_empty())
-        .unwrap_or_else(|| {
-            if head.is_empty() {
-                String::new()
-            } else {
-                "HEAD".into()
-            }
-        });
-    let dirty = crate::git::worktree::status(root).is_some_and(|u| !u.paths.is_empty());
-    ledger::git(&branch, &head, dirty)
-}
+use crate::open::journal::{git_now, own_agent};
+use crate::open::OpenStore;
 
 fn refusal(v: &Violation, what: &str) -> Refusal {
     Refusal::refused("ledger_rule", format!("{what}: {v}; nothing was appended"))
@@ -58,7 +24,10 @@ fn broken(b: &ledger::Broken) -> Refusal {
 }
 
 /// `ev.ledger.append`.
-pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppendResult, Refusal> {
+pub fn append(
+    store: &mut OpenStore,
+    req: &LedgerAppendRequest,
+) -> Result<LedgerAppendResult, Refusal> {
     store.require()?;
     if req.events.is_empty() {
         return Err(Refusal::refused("ledger_empty", "no events to append"));
@@ -69,7 +38,7 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
     let results = store.results_dir();
     let needs_git = req.events.iter().any(|e| e.get("git").is_none());
     let git = if needs_git {
-        git_now(store)
+        git_now(store.root())
     } else {
         Value::Null
     };
@@ -118,7 +87,7 @@ pub fn append(store: &mut Store, req: &LedgerAppendRequest) -> Result<LedgerAppe
 }
 
 /// `ev.ledger.verify`.
-pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
+pub fn verify(store: &mut OpenStore) -> Result<LedgerVerifyResult, Refusal> {
     store.require()?;
     let results = store.results_dir();
     let path = store.ledger.path().display().to_string();
@@ -161,7 +130,7 @@ pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
         None
     } else {
         store.write_journal();
-        let git = git_now(store);
+        let git = git_now(store.root());
         let host = ledger::host(store.root());
         let ev = ledger::own_event("ledger_validation_error", own_agent(), &host, &git, payload);
         let lines = store
@@ -183,7 +152,10 @@ pub fn verify(store: &mut Store) -> Result<LedgerVerifyResult, Refusal> {
 
 /// `ev.ledger.query`: one of seed 002's questions over every event of the ledger (evd's own
 /// waiting ones written first).
-pub fn query(store: &mut Store, req: &proto::rpc::LedgerQueryRequest) -> Result<Value, Refusal> {
+pub fn query(
+    store: &mut OpenStore,
+    req: &proto::rpc::LedgerQueryRequest,
+) -> Result<Value, Refusal> {
     store.require()?;
     if !ledger::query::QUERIES.iter().any(|(q, _)| *q == req.query) {
         return ledger::query::answer(&req.query, &[], None)
@@ -203,7 +175,7 @@ pub fn query(store: &mut Store, req: &proto::rpc::LedgerQueryRequest) -> Result<
 /// `ev.ledger.replay`: verify the ledger, then fold it through the verdict engine (ticks read
 /// from the store by content id), comparing every `check_run`'s fingerprint. Needs no clock,
 /// locale or network: everything comes from the ledger and the ticks.
-pub fn replay(store: &mut Store) -> Result<proto::rpc::LedgerReplayResult, Refusal> {
+pub fn replay(store: &mut OpenStore) -> Result<proto::rpc::LedgerReplayResult, Refusal> {
     store.require()?;
     // evd's own events still waiting belong to the ledger replayed.
     store.write_journal();

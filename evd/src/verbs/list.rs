@@ -2,10 +2,11 @@
 
 use proto::rpc::{AnswerRef, ListEntry, ListForm, ListRequest, ListResult, Refusal};
 
-use crate::store::{Entry, Store};
+use crate::open::OpenStore;
+use crate::store::Entry;
 
 /// `list`: the current view plus every file that is JSON but not a tick, sorted by file name.
-pub fn list(store: &mut Store) -> Result<ListResult, Refusal> {
+pub fn list(store: &mut OpenStore) -> Result<ListResult, Refusal> {
     store.require()?;
     let mut out: Vec<ListEntry> = store
         .current()?
@@ -48,7 +49,7 @@ pub fn list(store: &mut Store) -> Result<ListResult, Refusal> {
 /// change of the tick cache (see [`crate::sys::answers`]) and handed over by name: a large store's
 /// listing is megabytes, which the socket would carry as escaped JSON at a fraction of the
 /// speed. Without answer files (in-process), the entries.
-pub fn list_answer(store: &mut Store, req: &ListRequest) -> Result<ListResult, Refusal> {
+pub fn list_answer(store: &mut OpenStore, req: &ListRequest) -> Result<ListResult, Refusal> {
     if req.form == ListForm::PlainFile {
         if let Some(file) = plain_file(store)? {
             return Ok(ListResult {
@@ -61,7 +62,7 @@ pub fn list_answer(store: &mut Store, req: &ListRequest) -> Result<ListResult, R
 }
 
 /// The plain listing's answer file for the tick cache as it is now, written if it is not there.
-fn plain_file(store: &mut Store) -> Result<Option<AnswerRef>, Refusal> {
+fn plain_file(store: &mut OpenStore) -> Result<Option<AnswerRef>, Refusal> {
     store.require()?;
     // The whole-store read rules first: a poisoned store is refused, never answered from a file.
     store.readable()?;

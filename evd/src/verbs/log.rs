@@ -2,11 +2,12 @@
 
 use proto::rpc::{LogEntry, LogResult, Refusal};
 
-use crate::store::{Entry, Store};
+use crate::open::OpenStore;
+use crate::store::Entry;
 
 /// `log`: walk `parent_id` from HEAD. A missing tick ends the walk (broken lineage); an
 /// unreadable one is reported after the rows read so far.
-pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
+pub fn log(store: &mut OpenStore) -> Result<LogResult, Refusal> {
     store.require()?;
     let mut cur = store.head()?;
     let mut out = LogResult {
@@ -14,7 +15,7 @@ pub fn log(store: &mut Store) -> Result<LogResult, Refusal> {
         broken_at: None,
         unreadable: None,
     };
-    let mut children = crate::verbs::superseding_children(store);
+    let mut children = crate::verbs::common::superseding_children(store);
     let mut seen = std::collections::HashSet::new();
     while !cur.is_empty() && seen.insert(cur.clone()) {
         let entry = if proto::vocab::is_tick_id(&cur) {

@@ -4,7 +4,7 @@
 //! Backfill is atomic (**[REC]** §8.6): every record is resolved and passes the ingest gates and
 //! the write path's detect-only lock before the first tick is written, so a refused run leaves
 //! the store exactly as it was; then the whole batch is appended with one HEAD move
-//! ([`Store::append_batch`]).
+//! ([`OpenStore::append_batch`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -20,7 +20,8 @@ use serde_json::{Map, Value};
 
 use super::write_path::{self, NewTick};
 use crate::intake::{self, Record};
-use crate::store::{Entry, Store};
+use crate::open::OpenStore;
+use crate::store::Entry;
 
 /// Where a backfill reports how far it has got: phases `parse`, `plan`, `stage`, `write`. Called from the store's own thread: keep it cheap.
 pub type Progress<'a> = &'a mut dyn FnMut(MigrateProgress);
@@ -57,7 +58,7 @@ struct Indexed {
 /// round/issue token of its observe; files without a key are counted. Files are visited in name
 /// order and a later file wins a shared key. Fails like every whole-store read when a file is
 /// not JSON.
-fn index_store(store: &mut Store) -> Result<(HashMap<String, Indexed>, usize), Refusal> {
+fn index_store(store: &mut OpenStore) -> Result<(HashMap<String, Indexed>, usize), Refusal> {
     enum Seen {
         Keyed(String, Indexed),
         Unkeyed,
@@ -271,7 +272,7 @@ struct Plan {
 /// §8.6 steps 3–5 without writing: every record resolved, skipped, counted as a gap, or built
 /// into the tick it becomes. Any refusal carries the lines upstream would have printed before it.
 fn plan(
-    store: &mut Store,
+    store: &mut OpenStore,
     records: Vec<Record>,
     map: &HashMap<String, String>,
     fallback_blame: Option<&str>,
@@ -426,7 +427,7 @@ fn plan(
 /// store, and — unless it is a dry run — append the new ticks in one batch and log a `migrate`
 /// event. The caller holds the store lock.
 pub fn backfill(
-    store: &mut Store,
+    store: &mut OpenStore,
     req: &BackfillRequest,
     progress: &mut dyn FnMut(MigrateProgress),
 ) -> Result<BackfillResult, Refusal> {
@@ -472,7 +473,10 @@ fn migrate_event() -> String {
 
 /// `migrate --reconcile --against …` (§8.8): parse the source, then join its keys with the
 /// store's. Writes nothing.
-pub fn reconcile(store: &mut Store, req: &ReconcileRequest) -> Result<ReconcileResult, Refusal> {
+pub fn reconcile(
+    store: &mut OpenStore,
+    req: &ReconcileRequest,
+) -> Result<ReconcileResult, Refusal> {
     let a = &req.against;
     let (text, err) = contents(&a.text, &a.read_error, &a.file);
     let records = intake::read_source(&a.spec, text.as_deref(), err.as_deref())?;
@@ -569,9 +573,9 @@ mod tests {
     use super::*;
     use proto::rpc::{Context, SourceInput};
 
-    fn store() -> (tempfile::TempDir, Store) {
+    fn store() -> (tempfile::TempDir, OpenStore) {
         let d = tempfile::tempdir().expect("tempdir");
-        let mut s = Store::new(d.path().to_path_buf());
+        let mut s = OpenStore::new(d.path().to_path_buf());
         assert!(s.init().expect("init"));
         s.acquire("test").expect("lock");
         (d, s)
@@ -602,7 +606,7 @@ mod tests {
         }
     }
 
-    fn snapshot(s: &Store) -> Vec<(String, Vec<u8>)> {
+    fn snapshot(s: &OpenStore) -> Vec<(String, Vec<u8>)> {
         let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(s.ticks_dir())
             .expect("ls")
             .flatten()

@@ -2,9 +2,9 @@
 
 use proto::rpc::{PendingRequest, PendingResult, Proposal, Refusal};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
-pub fn pending(store: &mut Store, req: &PendingRequest) -> Result<PendingResult, Refusal> {
+pub fn pending(store: &mut OpenStore, req: &PendingRequest) -> Result<PendingResult, Refusal> {
     store.require()?;
     let proposals = store
         .current()?

@@ -7,10 +7,10 @@ use proto::rpc::{
 use proto::vocab::{AGENT_DISPOSABLE, AGENT_PROPOSED};
 use proto::Tick;
 
+use super::common::tick_value;
 use super::decide;
-use super::tick_value;
 use super::write_path::{self, NewTick};
-use crate::store::Store;
+use crate::open::OpenStore;
 
 /// The refusal for a check, an authority or a sha on the agent lane, naming the flag.
 pub fn unbound_refusal(flag: &str) -> Refusal {
@@ -52,7 +52,7 @@ fn envelope(t: &Tick) -> ProposedEnvelope {
     }
 }
 
-pub fn propose(store: &mut Store, req: &ProposeRequest) -> Result<ProposeResult, Refusal> {
+pub fn propose(store: &mut OpenStore, req: &ProposeRequest) -> Result<ProposeResult, Refusal> {
     if let Some(flag) = req.grounds.iter().find_map(ground_flag) {
         return Err(unbound_refusal(flag));
     }

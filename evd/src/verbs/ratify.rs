@@ -4,11 +4,11 @@
 use proto::rpc::{codes, RatifyRequest, RatifyResult, Refusal};
 use proto::vocab::USER_RULED;
 
+use super::common::{lookup, tick_value, Lookup};
 use super::write_path::{self, NewTick};
-use super::{lookup, tick_value, Lookup};
-use crate::store::Store;
+use crate::open::OpenStore;
 
-pub fn ratify(store: &mut Store, req: &RatifyRequest) -> Result<RatifyResult, Refusal> {
+pub fn ratify(store: &mut OpenStore, req: &RatifyRequest) -> Result<RatifyResult, Refusal> {
     store.require()?;
     let target = match lookup(store, &req.id)? {
         Lookup::Missing => {

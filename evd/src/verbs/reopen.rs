@@ -7,11 +7,10 @@ use proto::rpc::{codes, Refusal, ReopenGround, ReopenResult};
 use proto::Tick;
 
 use crate::engine::verdict::{self, Inputs};
-use crate::git::inputs::{
-    cached_origin, read_receipts, read_selected, touched_since_verified, triggered_since,
-};
-use crate::store::Store;
-use crate::verbs::{lookup, Lookup};
+use crate::git::ranges::{touched_since_verified, triggered_since};
+use crate::open::OpenStore;
+use crate::store::results::{cached_origin, read_receipts, read_selected};
+use crate::verbs::common::{lookup, Lookup};
 
 /// What git says about one ground, asked upstream's way (one process per question).
 struct AskGit<'a> {
@@ -32,7 +31,7 @@ impl verdict::GitSays for AskGit<'_> {
     }
 }
 
-pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
+pub fn reopen(store: &mut OpenStore, id: &str) -> Result<ReopenResult, Refusal> {
     let tick = match lookup(store, id)? {
         Lookup::Missing => {
             return Err(Refusal::new(
@@ -44,7 +43,7 @@ pub fn reopen(store: &mut Store, id: &str) -> Result<ReopenResult, Refusal> {
         Lookup::Broken(e) => return Err(Refusal::io(format!("reading {id}: {e}"))),
         Lookup::Found(t) => t,
     };
-    let superseded_by = crate::verbs::superseding_children(store).remove(id);
+    let superseded_by = crate::verbs::common::superseding_children(store).remove(id);
     let results = store.results_dir();
     let origin = cached_origin(&results);
     let selected = read_selected(&results);

@@ -2,7 +2,7 @@
 
 use proto::rpc::{codes, Refusal, ShowResult};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
 fn no_tick(id: &str) -> Refusal {
     Refusal::new(
@@ -13,7 +13,7 @@ fn no_tick(id: &str) -> Refusal {
 }
 
 /// `show`: the file's bytes, unparsed. A non-id never touches the disk.
-pub fn show(store: &Store, id: &str) -> Result<ShowResult, Refusal> {
+pub fn show(store: &OpenStore, id: &str) -> Result<ShowResult, Refusal> {
     match store.read_tick_file(id) {
         Ok(Some(raw)) => Ok(ShowResult {
             id: id.to_string(),

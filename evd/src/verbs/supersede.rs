@@ -5,23 +5,26 @@
 use proto::rpc::{codes, DecideRequest, Refusal, SupersedeMode, SupersedeRequest, SupersedeResult};
 use proto::vocab;
 
+use super::common::{lookup, tick_value, Lookup};
 use super::decide::{self, human_blame};
 use super::write_path::{self, NewTick};
-use super::{lookup, tick_value, Lookup};
-use crate::store::Store;
+use crate::open::OpenStore;
 
 fn refuse(reason: &str, msg: impl Into<String>) -> Refusal {
     Refusal::refused(reason, msg)
 }
 
-pub fn supersede(store: &mut Store, req: &SupersedeRequest) -> Result<SupersedeResult, Refusal> {
+pub fn supersede(
+    store: &mut OpenStore,
+    req: &SupersedeRequest,
+) -> Result<SupersedeResult, Refusal> {
     match req.mode {
         SupersedeMode::Retag => retag(store, req),
         SupersedeMode::Overturn => overturn(store, req),
     }
 }
 
-fn retag(store: &mut Store, req: &SupersedeRequest) -> Result<SupersedeResult, Refusal> {
+fn retag(store: &mut OpenStore, req: &SupersedeRequest) -> Result<SupersedeResult, Refusal> {
     store.require()?;
     let target = match lookup(store, &req.id)? {
         Lookup::Missing => {
@@ -98,7 +101,7 @@ fn retag(store: &mut Store, req: &SupersedeRequest) -> Result<SupersedeResult, R
     })
 }
 
-fn overturn(store: &mut Store, req: &SupersedeRequest) -> Result<SupersedeResult, Refusal> {
+fn overturn(store: &mut OpenStore, req: &SupersedeRequest) -> Result<SupersedeResult, Refusal> {
     match lookup(store, &req.id)? {
         Lookup::Missing => {
             return Err(Refusal::new(

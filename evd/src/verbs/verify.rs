@@ -3,7 +3,7 @@
 use proto::golden;
 use proto::rpc::{Refusal, VectorLine, VerifyResult, Warning};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
 /// The four frozen vectors, as the wire reports them.
 pub fn self_test() -> VerifyResult {
@@ -29,12 +29,14 @@ pub fn self_test() -> VerifyResult {
 /// `verify`: audit every tick file, read fresh from disk (a daemon reads again only the files
 /// that changed since its last audit, see [`crate::memo::verify`]). A missing store is
 /// `reading store: <io error>` here (there is no no-store message).
-pub fn verify(store: &mut Store, self_test_only: bool) -> Result<VerifyResult, Refusal> {
+pub fn verify(store: &mut OpenStore, self_test_only: bool) -> Result<VerifyResult, Refusal> {
     if self_test_only {
         return Ok(self_test());
     }
     store.exists()?;
-    let audited = crate::memo::verify::audit_store(store, store.config().schema_version)?;
+    let schema_version = store.config().schema_version;
+    let audited =
+        crate::memo::verify::audit_store(&mut store.store, &mut store.verify_memo, schema_version)?;
     // Beyond upstream's audit: what no tick reader sees, but a writer would build on.
     let mut violations = audited.audit.violations;
     violations.extend(

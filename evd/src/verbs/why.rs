@@ -4,9 +4,9 @@
 use proto::model::Check;
 use proto::rpc::{Refusal, WhyMatch, WhyRequest, WhyResult};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
-pub fn why(store: &mut Store, req: &WhyRequest) -> Result<WhyResult, Refusal> {
+pub fn why(store: &mut OpenStore, req: &WhyRequest) -> Result<WhyResult, Refusal> {
     store.require()?;
     // `ticks()` comes sorted by file name; grounds keep their stored order.
     let matches = store

@@ -5,7 +5,7 @@
 use proto::rpc::{Refusal, Warning};
 use proto::{Ground, SourceRef, Tick};
 
-use crate::store::Store;
+use crate::open::OpenStore;
 
 /// A tick about to be written: everything but parent, time and id.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +74,7 @@ pub fn mint(new: NewTick, parent_id: String, now: time::OffsetDateTime) -> Tick 
 /// `op` names the event appended on a real write. Refusals carry the warnings emitted before
 /// them.
 pub fn write(
-    store: &mut Store,
+    store: &mut OpenStore,
     new: NewTick,
     op: &str,
     preview: bool,

@@ -46,7 +46,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use evd::store::Store;
+use evd::api::OpenStore as Store;
 use evd::verbs as ops;
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
 use jsonrpsee::core::client::{Client, ClientBuilder};
@@ -1116,7 +1116,7 @@ fn bench_check(w: &World, fx: &Fixture, report: &mut Report, daemon_pid: u32) ->
             },
             0,
             || {
-                let mut store = evd::store::Store::new(root.clone());
+                let mut store = Store::new(root.clone());
                 ops::check(&mut store, &req)
                     .map(|_| ())
                     .map_err(|e| e.message)

@@ -11,34 +11,26 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::engine::receipts::Receipt;
-use crate::engine::verdict::Selected;
+use crate::ledger::replay::PendingCheck;
 use crate::ledger::replay::{
     self, digest_of, ground_key, receipt_value, tick_number, BASIS_CHANGED, CHECK_RUN, CHUNK,
     RECEIPTS_OBSERVED,
 };
+use crate::memo::check::Evaluated;
 use crate::memo::check::Evaluation;
-use crate::store::Store;
-use crate::verbs::check::Evaluated;
+use crate::open::OpenStore;
 
 /// Past this many bytes, the events of one journal write go to the ledger in a batch of their
 /// own (a large store's first check records every receipt and every current tick: they never
 /// sit in memory whole).
 const DIRECT: usize = 1 << 20;
 
-/// A `check_run` on its way to the ledger. What the check rested on is taken when it runs
-/// (cheaply: the evaluation, and the receipt lists it read that may have changed since the
-/// last check); what of it the ledger does not hold yet is worked out when the journal is
-/// written, off the path of the request ([`expand`]).
-#[derive(Debug)]
-pub struct PendingCheck {
-    eval: Arc<Evaluation>,
-    receipts: Vec<(String, Arc<Vec<Receipt>>)>,
-    selected: Option<Selected>,
-    payload: Map<String, Value>,
-}
-
 /// Take what check `e` rested on, with its `check_run` payload (`basis` is added here).
-pub fn capture(store: &mut Store, e: &Evaluated, mut payload: Map<String, Value>) -> PendingCheck {
+pub fn capture(
+    store: &mut OpenStore,
+    e: &Evaluated,
+    mut payload: Map<String, Value>,
+) -> PendingCheck {
     // The receipt files that may differ from what the last capture took: those that changed
     // since (all of them at a session's first check, or after a rescan).
     let generation = store.receipts.generation();
@@ -112,14 +104,14 @@ pub fn expand(out: &mut Batch<'_>, c: PendingCheck) {
 /// The events of one journal write as they are made, folded into what the store knows the
 /// ledger holds, and written in batches of [`DIRECT`] bytes.
 pub struct Batch<'s> {
-    pub store: &'s mut Store,
+    pub store: &'s mut OpenStore,
     events: Vec<crate::ledger::OwnEvent>,
     weight: usize,
     failed: bool,
 }
 
 impl<'s> Batch<'s> {
-    pub fn new(store: &'s mut Store) -> Batch<'s> {
+    pub fn new(store: &'s mut OpenStore) -> Batch<'s> {
         Batch {
             store,
             events: Vec::new(),

@@ -1,0 +1,254 @@
+//! A store as evd holds it open: the store on disk ([`crate::store::Store`], which this derefs
+//! to) plus everything kept hot about it between requests — git's answers and the work tree,
+//! the check and verify memos, the receipt cache, the state-file watch, the verdict snapshot
+//! that live pushes come from, the ledger with evd's own events waiting for it, and the
+//! evidence states. The verbs take one of these; the daemon's registry keeps one per store.
+//!
+//! It composes the layers below it and owns no rule of its own: a feature that must act on
+//! every append registers with the store ([`crate::store::Store::check_ticks_with`]). Its
+//! methods are split by concern: [`git`] (ranges, uncommitted changes, guarded paths),
+//! [`journal`] (evd's own events for the ledger), [`verdicts`] (the snapshot and its changes),
+//! [`replay_record`] (what a check rested on, for replay).
+
+pub mod git;
+pub mod journal;
+pub mod replay_record;
+pub mod verdicts;
+
+use std::ops::{Deref, DerefMut};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use proto::rpc::Refusal;
+
+use crate::store::Store;
+
+/// How long learnt git answers wait before they are written for the next start.
+const SAVE_ANSWERS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long evd's own events wait to be written to the ledger together.
+const WRITE_JOURNAL_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// tick id → its part of the last plain evaluation folded in (its tick, and a row with the
+/// label of each test ground), for ticks with a test ground. The parts are the evaluations'
+/// own: the snapshot holds no text of its own.
+pub type VerdictSnapshot = std::collections::HashMap<Box<str>, Arc<crate::memo::check::TickPart>>;
+
+/// The store on disk and what evd keeps hot about it.
+#[derive(Debug)]
+pub struct OpenStore {
+    /// The store on disk: layout, lock, tick cache, appends, request log.
+    pub store: Store,
+    /// [`Store::lock_losses`] when the state below was last known good.
+    lock_losses: u64,
+    /// Answers of `git rev-list <base>..<tip> -- <paths>`, per tip; `None` until taken back
+    /// from the previous daemon's `results/` on first use.
+    ranges: Option<crate::git::ranges::Memo>,
+    /// Since when answers in `ranges` wait to be written for the next start (see
+    /// [`Store::idle_work_at`]).
+    ranges_unsaved: Option<std::time::Instant>,
+    /// The uncommitted changes of the work tree, as `dirty` reads them.
+    pub worktree: crate::git::worktree::Worktree,
+    /// Every distinct plain `triggered_by` entry of the current view's test grounds, as of a
+    /// tick generation.
+    guarded: Option<(u64, Arc<Vec<String>>)>,
+    /// git's answers about this repository (its HEAD), reused while nothing they depend on
+    /// changed.
+    pub git: crate::git::facts::FactCache,
+    /// How many state files this store wrote (see [`crate::memo::check::Evaluation::state_epoch`]).
+    pub state_epoch: u64,
+    /// A digest of each state file's verdict content as last written (computed_at aside), so an
+    /// unchanged verdict is not rewritten.
+    pub state_written: crate::store::state_files::StateWritten,
+    /// The event template of the last check (see [`crate::memo::check::EventTemplates`]).
+    pub event_templates: crate::memo::check::EventTemplates,
+    /// Whether the previous daemon's record of the state files was taken (see
+    /// [`Store::take_state_record`]).
+    state_record_taken: bool,
+    /// State files read ahead for the evaluation under way (see `verbs::check`), by tick id:
+    /// the digest of what each says but its `computed_at`. Emptied when the evaluation ends.
+    pub state_read_ahead: std::collections::HashMap<String, Option<u64>>,
+    /// Every test ground's label as a plain check last read it: `(tick, ground)` →
+    /// `(decision, claim, label)`. `None` until the first evaluation.
+    verdicts: Option<VerdictSnapshot>,
+    /// The evaluation whose verdicts the snapshot holds (see [`Store::fold_verdicts_from`]).
+    verdicts_from: u64,
+    /// Evaluations numbered so far.
+    evaluations: u64,
+    /// Verdict changes not yet pushed to subscribers.
+    unsent: Vec<proto::rpc::VerdictChange>,
+    /// The flags of the last `check` (`offline`, `attest`): the state files hold what such a
+    /// check reads, so a background re-evaluation uses the same ones.
+    pub last_check: (bool, Option<Vec<String>>),
+    /// Parsed receipt files, current as of the last sync.
+    pub receipts: crate::store::receipt_cache::ReceiptCache,
+    /// Who else touched `results/state/`.
+    pub state_watch: crate::store::state_files::StateWatch,
+    /// The last evaluations of `check`, with what each was computed from.
+    pub memos: crate::memo::check::Memos,
+    /// The trigger lists and commits the evaluations' parts share.
+    pub shared_texts: crate::memo::check::SharedTexts,
+    /// The store's event ledger (`results/ledger/events.jsonl`), as its writer holds it.
+    pub ledger: crate::ledger::Ledger,
+    /// The states of the current decisions' evidence citations, per cited file.
+    pub evidence: crate::ledger::evidence::Cache,
+    /// evd's own events (a tick recorded, a receipt appended, a verdict changed, a check run)
+    /// not yet written to the ledger, and since when they wait: written together shortly
+    /// after, off the request's path (see [`Store::idle_work_at`]), and when the store is
+    /// released.
+    journal: Vec<crate::ledger::OwnEvent>,
+    /// Checks waiting with the journal, each at the journal position it was taken at (see
+    /// [`crate::open::replay_record`]).
+    checks: Vec<(usize, Box<crate::ledger::replay::PendingCheck>)>,
+    /// The receipt cache's generation the last check's capture read.
+    pub captured_receipts: Option<u64>,
+    /// What the ledger holds of the verdict engine's inputs (see [`crate::open::replay_record`]),
+    /// read from it once per session, when a check first records.
+    replay_known: Option<crate::ledger::replay::Known>,
+    /// The ledger's artifacts as last hashed by `ledger verify`, by path: (inode, size, mtime,
+    /// sha256).
+    pub artifacts_hashed: std::collections::HashMap<String, (u64, u64, i128, String)>,
+    journal_since: Option<std::time::Instant>,
+    /// Whether this process has written its `daemon_started` to this store's ledger.
+    journal_started: bool,
+    /// The `git` envelope of evd's own events, and when it was read (asking git takes a
+    /// `git status`: at most once per [`JOURNAL_GIT_FOR`] while events keep coming).
+    journal_git: Option<(std::time::Instant, serde_json::Value)>,
+    /// Verdict changes the last evaluation found, for its caller to take.
+    pub pending_changes: Vec<proto::rpc::VerdictChange>,
+    /// The last audit of `ticks/`, file by file.
+    pub verify_memo: crate::memo::verify::VerifyMemo,
+    /// The plain `list` answer file, with the tick generation it was written for.
+    pub list_answer: Option<(u64, crate::sys::answers::AnswerFile)>,
+}
+
+impl Deref for OpenStore {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+impl DerefMut for OpenStore {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+}
+
+impl Drop for OpenStore {
+    fn drop(&mut self) {
+        // Still holding the lock here: the store (and its lock) drops after this.
+        if self.journal_started || !self.journal.is_empty() || !self.checks.is_empty() {
+            self.journal("daemon_stopped", serde_json::Map::new());
+        }
+        self.on_idle();
+        if !self.state_written.is_empty() && self.lock_is_valid() {
+            // Whatever someone else did to a state file and the watch saw is taken in first.
+            self.state_watch.sync(&mut self.state_written);
+            crate::store::state_record::save(&self.results_dir(), &self.state_written);
+        }
+    }
+}
+
+impl OpenStore {
+    /// A handle on the store under `root` (the directory that holds `.evolving`). Nothing is
+    /// read or locked yet.
+    pub fn new(root: PathBuf) -> OpenStore {
+        let results = root.join(".evolving").join("results");
+        let mut store = Store::new(root);
+        store.check_ticks_with(crate::ledger::evidence::check_tick);
+        OpenStore {
+            store,
+            lock_losses: 0,
+            ranges: None,
+            ranges_unsaved: None,
+            state_epoch: 0,
+            worktree: crate::git::worktree::Worktree::default(),
+            guarded: None,
+            git: crate::git::facts::FactCache::for_repository(),
+            state_written: Default::default(),
+            state_read_ahead: Default::default(),
+            state_record_taken: false,
+            event_templates: Default::default(),
+            verdicts: None,
+            verdicts_from: 0,
+            evaluations: 0,
+            unsent: Vec::new(),
+            last_check: (false, None),
+            receipts: crate::store::receipt_cache::ReceiptCache::new(&results),
+            state_watch: crate::store::state_files::StateWatch::new(&results),
+            memos: crate::memo::check::Memos::default(),
+            shared_texts: Default::default(),
+            ledger: crate::ledger::Ledger::new(&results),
+            evidence: Default::default(),
+            journal: Vec::new(),
+            checks: Vec::new(),
+            captured_receipts: None,
+            replay_known: None,
+            artifacts_hashed: Default::default(),
+            journal_since: None,
+            journal_started: false,
+            journal_git: None,
+            pending_changes: Vec::new(),
+            verify_memo: Default::default(),
+            list_answer: None,
+        }
+    }
+
+    /// [`Store::acquire`], and when it found the lock gone and opened the store afresh, what
+    /// was kept about the old one is dropped with it.
+    pub fn acquire(&mut self, kind: &str) -> Result<(), Refusal> {
+        let r = self.store.acquire(kind);
+        if self.store.lock_losses() != self.lock_losses {
+            self.lock_losses = self.store.lock_losses();
+            self.state_written.clear();
+            self.verdicts = None;
+            self.verify_memo.clear();
+        }
+        r
+    }
+
+    /// Why this store is served degraded (some directory of it could not be watched, so every
+    /// answer is validated against the disk first), or `None` when it is fully watched.
+    pub fn degraded(&self) -> Option<String> {
+        self.store
+            .degraded()
+            .or_else(|| self.receipts.watch_error().map(str::to_string))
+            .or_else(|| self.state_watch.watch_error().map(str::to_string))
+    }
+
+    /// What the previous daemon recorded of the state files it wrote, once (see
+    /// [`crate::store::state_record`]); empty afterwards, or when it left none.
+    pub fn take_state_record(
+        &mut self,
+    ) -> std::collections::HashMap<String, (u64, crate::store::state_record::Stamp)> {
+        if std::mem::replace(&mut self.state_record_taken, true) || !self.store.is_locked() {
+            return Default::default();
+        }
+        crate::store::state_record::restore(&self.results_dir())
+    }
+
+    /// When work left for a quiet moment is due: the git answers learnt since they were last
+    /// written, kept for the next start, a second after they were learnt (a burst of requests,
+    /// like the checks right after a restart, is not kept waiting behind the write).
+    pub fn idle_work_at(&self) -> Option<std::time::Instant> {
+        let answers = self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER);
+        let journal = self.journal_since.map(|since| since + WRITE_JOURNAL_AFTER);
+        match (answers, journal) {
+            (Some(a), Some(j)) => Some(a.min(j)),
+            (a, j) => a.or(j),
+        }
+    }
+
+    /// Do the work [`OpenStore::idle_work_at`] announced. Also run when the store is dropped.
+    pub fn on_idle(&mut self) {
+        if self.journal_since.is_some() {
+            self.write_journal();
+        }
+        // Not into a store someone is removing (its lock file goes with it).
+        if self.ranges_unsaved.take().is_some() && self.lock_is_valid() {
+            if let Some(memo) = &self.ranges {
+                crate::git::ranges::persist(self.store.root(), &self.results_dir(), memo);
+            }
+        }
+    }
+}
