@@ -1,6 +1,10 @@
-//! One `.evolving/` store on disk: its layout, its lock, a cache of parsed ticks, and the
-//! crash-safe append (tick durable first, then HEAD).
+//! One `.evolving/` store on disk: its layout, its lock and HEAD, the events log, the request
+//! log of exactly-once writes, with the cache of parsed ticks ([`tick_cache`]) and the
+//! crash-safe appends ([`append`]: tick durable first, then HEAD) beside it. It knows no
+//! feature built on a store (ledger, evidence, memos, verbs): a rule every append must pass is
+//! registered with [`Store::check_ticks_with`].
 
+pub mod append;
 pub mod config;
 pub mod lock;
 pub mod receipt_cache;
@@ -8,96 +12,22 @@ pub mod requests;
 pub mod results;
 pub mod state_files;
 pub mod state_record;
+pub mod tick_cache;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use proto::model::TickParseError;
 use proto::rpc::{codes, Refusal};
 use proto::Tick;
 
 use self::lock::{Holder, LockFile};
+pub use self::tick_cache::{CurrentView, Entry, TickCache};
 use crate::engine::packed::PackedTick;
 use crate::store::config::{Config, DEFAULT_CONFIG};
 use crate::sys::fsio;
-use crate::sys::watch::{Changes, DirWatch};
-
-/// What one file of `ticks/` holds, as last read.
-#[derive(Debug, Clone)]
-pub enum Entry {
-    /// A valid tick, packed ([`PackedTick::tick`] rebuilds it).
-    Tick(Arc<PackedTick>),
-    /// JSON, but not a valid tick: the reader's message.
-    Invalid(Box<String>),
-    /// Not JSON: poisons whole-store reads (`reading store: <file>: <error>`).
-    NotJson(Box<String>),
-    /// Not readable as text (bad UTF-8, a symlink): poisons whole-store reads
-    /// (`reading store: <error>`).
-    Unreadable(Box<String>),
-}
-// The messages are boxed (rare) so that an entry of the cache stays two words.
-
-/// Enough of a file's metadata to notice it changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    mtime_ns: i64,
-    len: u64,
-    /// Never 0 (no file has inode 0), so an absent stamp costs no extra word.
-    ino: std::num::NonZeroU64,
-}
-
-impl Stamp {
-    /// `None` for an inode number of 0, which no real file has: such a file is simply never
-    /// trusted by its stamp.
-    fn of(m: &fs::Metadata) -> Option<Stamp> {
-        Some(Stamp {
-            mtime_ns: m
-                .mtime()
-                .saturating_mul(1_000_000_000)
-                .saturating_add(m.mtime_nsec()),
-            len: m.len(),
-            ino: std::num::NonZeroU64::new(m.ino())?,
-        })
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Cached {
-    stamp: Option<Stamp>,
-    entry: Entry,
-    /// New at every read (see [`Store::tick_serial`]).
-    serial: u64,
-    /// What `verify` found in this file, while the cache has not read it again.
-    audit: Option<crate::engine::audit::AuditSlot>,
-}
-
-/// Where [`Cached`] serials come from.
-static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-impl Cached {
-    /// A file that is not a valid tick.
-    fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
-        Cached::with(stamp, entry)
-    }
-
-    /// A valid tick, packed (with its identity).
-    fn tick(stamp: Option<Stamp>, tick: &Tick) -> Cached {
-        Cached::with(stamp, Entry::Tick(Arc::new(PackedTick::pack(tick))))
-    }
-
-    fn with(stamp: Option<Stamp>, entry: Entry) -> Cached {
-        Cached {
-            stamp,
-            entry,
-            serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            audit: None,
-        }
-    }
-}
 
 /// The canonical root a request names. Relative or missing paths are refused clearly.
 pub fn resolve_root(ctx: &proto::rpc::Context) -> Result<PathBuf, Refusal> {
@@ -127,20 +57,10 @@ pub struct Store {
     root: PathBuf,
     ev: PathBuf,
     lock: Option<LockFile>,
-    /// By file name; the name's handle is shared with the view and the check memo.
-    files: BTreeMap<Arc<str>, Cached>,
-    /// `ticks/`'s stamp when `files` was last brought up to date.
-    ticks_stamp: Option<Stamp>,
-    /// inotify on `ticks/`: when present, the exact list of what changed since the last refresh.
-    watch: Option<DirWatch>,
-    /// Why `ticks/` could not be watched, when it could not: every refresh then re-stats it all.
-    watch_error: Option<String>,
+    /// The parsed ticks of `ticks/`.
+    cache: TickCache,
     pub writes: u64,
     pub opened_at: String,
-    /// Moves whenever the tick cache took in a change.
-    ticks_generation: u64,
-    /// The current view as of a tick generation.
-    view: Option<(u64, Arc<CurrentView>)>,
     /// The caller of the write being served, for the events it causes.
     pub current_agent: Option<String>,
     /// The write requests this store applied, by client request id (exactly-once writes).
@@ -159,9 +79,6 @@ pub struct Store {
 /// A rule a tick must pass before it is appended: given the store's root and the tick.
 pub type TickCheck = fn(&Path, &Tick) -> Result<(), Refusal>;
 
-/// The current view: `(file name, tick)`, newest first.
-pub type CurrentView = Vec<(Arc<str>, Arc<PackedTick>)>;
-
 /// The entries of `ticks/`, as listed fresh for the audit.
 pub struct TicksListing {
     /// Every regular file and symlink: `(name, is a symlink)`, in directory order.
@@ -179,19 +96,15 @@ impl Store {
     pub fn new(root: PathBuf) -> Store {
         let ev = root.join(".evolving");
         let results = ev.join("results");
+        let cache = TickCache::new(ev.join("ticks"));
         Store {
             root,
             ev,
             lock: None,
             lock_losses: 0,
-            files: BTreeMap::new(),
-            ticks_stamp: None,
-            watch: None,
-            watch_error: None,
+            cache,
             writes: 0,
             opened_at: crate::engine::clock::now_rfc3339(),
-            ticks_generation: 0,
-            view: None,
             current_agent: None,
             requests: crate::store::requests::RequestLog::new(&results),
             current_request: None,
@@ -285,9 +198,7 @@ impl Store {
                 // The store was removed (or its results/) under us: start afresh.
                 tracing::info!(store = %self.root.display(), "the store's lock file went away; re-opening");
                 self.lock = None;
-                self.files.clear();
-                self.ticks_stamp = None;
-                self.watch = None;
+                self.cache.reset();
                 self.lock_losses += 1;
                 self.requests.reset();
             }
@@ -479,239 +390,6 @@ impl Store {
             .map_err(|e| Refusal::io(format!("reading HEAD: {e}")))
     }
 
-    /// Bring the tick cache up to date with `ticks/`. With the inotify watch (the normal case)
-    /// this costs one stat and one non-blocking read when nothing changed, and re-reads exactly
-    /// the files that did. Without it, changes are found through the directory's stamp plus a
-    /// re-check of suspect files.
-    pub fn refresh(&mut self) -> Result<(), Refusal> {
-        let dir = self.ticks_dir();
-        let meta =
-            fs::symlink_metadata(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-        if meta.file_type().is_symlink() || !meta.is_dir() {
-            return Err(Refusal::io(format!(
-                "reading store: {}: ticks/ is not a directory (evd never follows links inside a store)",
-                dir.display()
-            )));
-        }
-        let stamp = Stamp::of(&meta);
-        if self.ticks_stamp.is_some() {
-            match self.watch.as_mut().map(DirWatch::drain) {
-                Some(Changes::Quiet) => return Ok(()),
-                Some(Changes::Names(names)) => {
-                    self.ticks_generation += 1;
-                    for name in names {
-                        self.reload_one(&dir, name);
-                    }
-                    self.ticks_stamp = stamp;
-                    return Ok(());
-                }
-                Some(Changes::Rescan) => {
-                    // Events were lost: whatever was built on this generation is suspect, even
-                    // if the scan below finds every file as it was.
-                    self.watch = None;
-                    self.ticks_generation += 1;
-                }
-                // No watch: nothing short of looking at every file can tell that a tick was
-                // edited in place, so the scan below re-stats them all.
-                None => {}
-            }
-        }
-        // Watch first, then scan: a change during the scan is queued, never missed.
-        if self.watch.is_none() {
-            match DirWatch::new(&dir) {
-                Ok(w) => {
-                    self.watch = Some(w);
-                    self.watch_error = None;
-                }
-                Err(e) => self.watch_error = Some(e.0),
-            }
-        }
-        let mut next = BTreeMap::new();
-        // Whether anything differs from the cache (a first scan always does).
-        let mut changed = self.ticks_stamp.is_none();
-        let mut to_load = Vec::new();
-        let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-        for ent in rd {
-            let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
-            let name = ent.file_name().to_string_lossy().into_owned();
-            let path = ent.path();
-            let known = self.files.remove(name.as_str());
-            // A file the cache never saw is read at once (its stamp from the open file's
-            // `fstat`): a first scan looks at each path once.
-            if known.is_none() && ent.file_type().is_ok_and(|t| t.is_file()) {
-                to_load.push((name, path, None));
-                continue;
-            }
-            let Ok(m) = fs::symlink_metadata(&path) else {
-                continue; // vanished between readdir and stat
-            };
-            if m.is_dir() {
-                continue;
-            }
-            match known {
-                Some(c)
-                    if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) && !is_suspect(&c) =>
-                {
-                    next.insert(name.into(), c);
-                }
-                _ => to_load.push((name, path, Some(m))),
-            }
-        }
-        let loaded = to_load.len();
-        changed |= loaded > 0;
-        next.extend(load_all(to_load));
-        if loaded >= 1024 {
-            // Parsing left the heap full of holes between the packed ticks kept: give the free
-            // pages back, so a daemon holding a large store holds what it keeps.
-            crate::sys::resources::release_free_memory();
-        }
-        // What is left in the cache is gone from the directory.
-        changed |= !self.files.is_empty();
-        if changed {
-            self.ticks_generation += 1;
-        }
-        self.files = next;
-        self.ticks_stamp = stamp;
-        Ok(())
-    }
-
-    /// Re-read one entry inotify named (whatever its stamp says: it changed).
-    fn reload_one(&mut self, dir: &Path, name: String) {
-        match fs::symlink_metadata(dir.join(&name)) {
-            Ok(m) if !m.is_dir() => {
-                let fresh = load(&dir.join(&name), &name, &m);
-                self.files.insert(name.into(), fresh);
-            }
-            _ => {
-                self.files.remove(name.as_str());
-            }
-        }
-    }
-
-    /// Every file of `ticks/`, refreshed. Fails like upstream's whole-store read when any file is
-    /// not JSON: `reading store: <file>: <error>`.
-    pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
-        self.readable()?;
-        Ok(self.files.iter().map(|(n, c)| (&**n, &c.entry)).collect())
-    }
-
-    /// Refresh, and fail like upstream's whole-store read when any file is not JSON (see
-    /// [`Store::entries`]), without listing anything.
-    pub fn readable(&mut self) -> Result<(), Refusal> {
-        self.refresh()?;
-        let poisoned = self.files.iter().find_map(|(name, c)| match &c.entry {
-            Entry::Unreadable(e) => Some(e.to_string()),
-            Entry::NotJson(e) => Some(format!("{name}: {e}")),
-            _ => None,
-        });
-        match poisoned {
-            Some(e) => Err(Refusal::io(format!("reading store: {e}"))),
-            None => Ok(()),
-        }
-    }
-
-    /// Every parseable tick, refreshed (whole-store read rules apply).
-    pub fn ticks(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
-        Ok(self
-            .entries()?
-            .into_iter()
-            .filter_map(|(n, e)| match e {
-                Entry::Tick(t) => Some((n, t.as_ref())),
-                _ => None,
-            })
-            .collect())
-    }
-
-    /// [`Store::current`], each tick rebuilt whole (for the few verbs that need every field of
-    /// every current tick).
-    pub fn current_ticks(&mut self) -> Result<Vec<(&str, Tick)>, Refusal> {
-        Ok(self
-            .current()?
-            .into_iter()
-            .map(|(f, t)| (f, t.tick()))
-            .collect())
-    }
-
-    /// The current view (see [`crate::engine::view`]), newest first, from the cached identities.
-    /// Whole-store read rules apply.
-    pub fn current(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
-        self.entries()?;
-        let inputs: Vec<(&str, &PackedTick, crate::engine::view::Identity)> = self
-            .files
-            .iter()
-            .filter_map(|(n, c)| match &c.entry {
-                Entry::Tick(t) => Some((&**n, t.as_ref(), t.identity())),
-                _ => None,
-            })
-            .collect();
-        Ok(crate::engine::view::current(&inputs))
-    }
-
-    /// [`Store::current`], as shared handles (no copy of any tick), for callers that go on to
-    /// use the store mutably. Computed once per change of the tick cache.
-    pub fn current_shared(&mut self) -> Result<Arc<CurrentView>, Refusal> {
-        self.refresh()?;
-        // A view is only ever made from a store with no poisoned file, and it stands for as
-        // long as the tick cache did not move.
-        if let Some((generation, view)) = &self.view {
-            if *generation == self.ticks_generation {
-                return Ok(Arc::clone(view));
-            }
-        }
-        self.entries()?;
-        let inputs: Vec<(&Arc<str>, &Arc<PackedTick>, crate::engine::view::Identity)> = self
-            .files
-            .iter()
-            .filter_map(|(n, c)| match &c.entry {
-                Entry::Tick(t) => Some((n, t, t.identity())),
-                _ => None,
-            })
-            .collect();
-        let plain: Vec<(&str, &PackedTick, crate::engine::view::Identity)> = inputs
-            .iter()
-            .map(|(n, t, id)| (&***n, t.as_ref(), *id))
-            .collect();
-        // The view keeps the inputs' order of identity; map each chosen tick back to its
-        // handles (the cache's own name and tick).
-        let by_name: std::collections::HashMap<&str, (&Arc<str>, &Arc<PackedTick>)> =
-            inputs.iter().map(|(n, t, _)| (&***n, (*n, *t))).collect();
-        let mut view: CurrentView = crate::engine::view::current(&plain)
-            .into_iter()
-            .filter_map(|(f, _)| by_name.get(f).map(|(n, t)| (Arc::clone(n), Arc::clone(t))))
-            .collect();
-        // Collected in place, it would keep the capacity of every tick the collapse looked at.
-        view.shrink_to_fit();
-        let view = Arc::new(view);
-        self.view = Some((self.ticks_generation, Arc::clone(&view)));
-        Ok(view)
-    }
-
-    /// Why `ticks/` is served degraded (it could not be watched, so every answer is validated
-    /// against the disk first), or `None` when it is watched.
-    pub fn degraded(&self) -> Option<String> {
-        self.watch_error.clone()
-    }
-
-    /// A number that moves whenever the tick cache took in a change (call after a refresh).
-    pub fn ticks_generation(&self) -> u64 {
-        self.ticks_generation
-    }
-
-    /// The cached entry for one file name as last refreshed (no look at the disk).
-    pub fn cached_entry(&self, name: &str) -> Option<Entry> {
-        self.files.get(name).map(|c| c.entry.clone())
-    }
-
-    /// The cached entry for one file name (after a refresh), without the whole-store rule.
-    pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
-        self.refresh()?;
-        Ok(self.files.get(name).map(|c| c.entry.clone()))
-    }
-
-    pub fn tick_count(&self) -> usize {
-        self.files.len()
-    }
-
     /// Read one tick file's bytes by id. Ids that are not 12 lowercase hex never touch the disk.
     pub fn read_tick_file(&self, id: &str) -> Result<Option<String>, io::Error> {
         if !proto::vocab::is_tick_id(id) {
@@ -760,282 +438,6 @@ impl Store {
         fsio::read_text(&self.ticks_dir().join(name)).map_err(|e| e.to_string())
     }
 
-    /// Whether `ticks/` is watched (inotify), so that [`Store::ticks_generation`] moving is the
-    /// only way its content can have changed.
-    pub fn ticks_watched(&self) -> bool {
-        self.watch.is_some()
-    }
-
-    /// Whether the tick cache has read `ticks/` at least once.
-    pub fn ticks_loaded(&self) -> bool {
-        self.ticks_stamp.is_some()
-    }
-
-    /// The serial of the cached read of one file of `ticks/` (after a refresh): a number that
-    /// is new every time the cache reads the file again, so equal serials mean the file was
-    /// not seen to change in between.
-    pub fn tick_serial(&self, name: &str) -> Option<u64> {
-        self.files.get(name).map(|c| c.serial)
-    }
-
-    /// The audit `verify` kept for one file of `ticks/` (see [`crate::memo::verify`]), with the
-    /// cached tick, while the cache has not read the file again.
-    pub fn kept_audit(
-        &self,
-        name: &str,
-    ) -> Option<(&crate::engine::audit::AuditSlot, Option<&PackedTick>)> {
-        let c = self.files.get(name)?;
-        let tick = match &c.entry {
-            Entry::Tick(t) => Some(t.as_ref()),
-            _ => None,
-        };
-        c.audit.as_ref().map(|a| (a, tick))
-    }
-
-    /// Keep `verify`'s audit of one file, read while the cache's serial for it was `serial`
-    /// (nothing is kept if the cache has read the file again since). `slot` is made from the
-    /// cached tick, if the file is one.
-    pub fn keep_audit(
-        &mut self,
-        name: &str,
-        serial: u64,
-        slot: impl FnOnce(Option<&PackedTick>) -> crate::engine::audit::AuditSlot,
-    ) {
-        if let Some(c) = self.files.get_mut(name).filter(|c| c.serial == serial) {
-            let tick = match &c.entry {
-                Entry::Tick(t) => Some(t.as_ref()),
-                _ => None,
-            };
-            c.audit = Some(slot(tick));
-        }
-    }
-
-    /// The shared append: write `ticks/<id>` durably, then move HEAD. Only a lock holder may
-    /// call this; the caller has already built and validated `tick`.
-    pub fn append(&mut self, tick: Tick) -> Result<(), Refusal> {
-        if self.lock.is_none() {
-            return Err(Refusal::new(
-                codes::INTERNAL,
-                "not_owner",
-                "internal: append without holding the store lock",
-            ));
-        }
-        // The layout was checked when this request took the store (`acquire`).
-        self.check_tick(&tick)?;
-        if self.head_for_write()? != tick.parent_id {
-            return Err(Refusal::new(
-                codes::INTERNAL,
-                "head_moved",
-                "internal: HEAD moved between reading it and appending; nothing was written",
-            ));
-        }
-        let tmp = self.tmp_dir()?;
-        let ticks = self.ticks_dir();
-        let dir_stamp = || {
-            fs::symlink_metadata(&ticks)
-                .ok()
-                .and_then(|m| Stamp::of(&m))
-        };
-        let in_sync = self.ticks_stamp.is_some() && dir_stamp() == self.ticks_stamp;
-        let dest = ticks.join(&tick.id);
-        self.record_intent(&tick.id)?;
-        fsio::replace_atomically(&tmp, &dest, tick.file_bytes().as_bytes())
-            .map_err(|e| Refusal::io(format!("writing tick: {e}")))?;
-        let head = self.ev.join("HEAD");
-        if let Err(e) = fsio::replace_atomically(&tmp, &head, tick.id.as_bytes()) {
-            // Not recorded: take the tick back out before saying so, so that a write reported
-            // as failed never lands (the roll-forward at open would otherwise adopt it).
-            return Err(self.undo_append(&tick.id, &tick.parent_id, &e));
-        }
-        self.writes += 1;
-        // Keep the cache in step without a rescan when nobody else touched ticks/ meanwhile.
-        let file_stamp = fs::symlink_metadata(&dest).ok().and_then(|m| Stamp::of(&m));
-        if in_sync {
-            self.ticks_stamp = dir_stamp();
-        }
-        self.files
-            .insert(tick.id.as_str().into(), Cached::tick(file_stamp, &tick));
-        // Whatever was computed from the ticks before this append is out of date, whether or
-        // not a watch will also report the new file.
-        self.ticks_generation += 1;
-        Ok(())
-    }
-
-    /// Before an append under a request id: record, durably, which tick will be HEAD if it
-    /// lands (see [`crate::store::requests`]).
-    fn record_intent(&mut self, tip: &str) -> Result<(), Refusal> {
-        let Some(id) = self.current_request.clone() else {
-            return Ok(());
-        };
-        self.requests
-            .intent(&id, tip)
-            .map_err(|e| Refusal::io(format!("writing tick: recording the request: {e}")))
-    }
-
-    /// An append whose HEAD update failed: put HEAD back if it moved, remove the tick file, and
-    /// say what happened (and, if the tick could not be taken back, that it may still land).
-    fn undo_append(&mut self, id: &str, parent: &str, e: &io::Error) -> Refusal {
-        let ticks = self.ticks_dir();
-        let head = self.ev.join("HEAD");
-        let undo = || -> io::Result<()> {
-            if self.head().ok().as_deref() == Some(id) {
-                let tmp = self.tmp_dir().map_err(|r| io::Error::other(r.message))?;
-                fsio::replace_atomically(&tmp, &head, parent.as_bytes())?;
-            }
-            match fs::remove_file(ticks.join(id)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            fsio::sync_dir(&ticks)
-        };
-        match undo() {
-            Ok(()) => Refusal::io(format!(
-                "writing tick: {e} — nothing was recorded (the tick file was removed again)"
-            )),
-            Err(u) => Refusal::io(format!(
-                "writing tick: {e}; taking tick {id} back out failed too ({u}): it may become HEAD \
-                 the next time the store is opened — run `evctl verify` and `evctl log` then"
-            )),
-        }
-    }
-
-    /// Append a whole chain of ticks (each the parent of the next, the first a child of HEAD) and
-    /// move HEAD once, to the last. `progress(phase, done, total)` hears `stage` (temp files
-    /// written) and `write` (ticks published), ending with `write` total/total. Every tick is written to a temp file, all of them are made
-    /// durable together (one syncfs), then each is renamed into `ticks/`, `ticks/` is synced, and
-    /// only then does HEAD move. So a file in `ticks/` is always complete, and a crash leaves HEAD
-    /// on the old tip with a durable linear chain below it that [`Store::recover_head`] finishes.
-    /// A failure before HEAD moves removes what it had put into `ticks/`.
-    pub fn append_batch(
-        &mut self,
-        ticks: &[Tick],
-        progress: &mut dyn FnMut(&str, u64, u64),
-    ) -> Result<(), Refusal> {
-        let Some(last) = ticks.last() else {
-            return Ok(());
-        };
-        if self.lock.is_none() {
-            return Err(Refusal::new(
-                codes::INTERNAL,
-                "not_owner",
-                "internal: append without holding the store lock",
-            ));
-        }
-        let head = self.head_for_write()?;
-        let linked = ticks
-            .iter()
-            .scan(head.as_str(), |parent, t| {
-                let ok = t.parent_id == *parent;
-                *parent = t.id.as_str();
-                Some(ok)
-            })
-            .all(|ok| ok);
-        if !linked {
-            return Err(Refusal::new(
-                codes::INTERNAL,
-                "not_a_chain",
-                "internal: a batch must be a chain descending from HEAD (HEAD moved?); nothing was written",
-            ));
-        }
-        for t in ticks {
-            self.check_tick(t)?;
-        }
-        let total = ticks.len() as u64;
-        self.record_intent(&last.id)?;
-        let tmp = self.tmp_dir()?;
-        let dir = self.ticks_dir();
-        let dir_stamp = || fs::symlink_metadata(&dir).ok().and_then(|m| Stamp::of(&m));
-        let in_sync = self.ticks_stamp.is_some() && dir_stamp() == self.ticks_stamp;
-        let fail = |e: io::Error| Refusal::io(format!("writing tick: {e}"));
-
-        // 1. Stage every tick outside ticks/, unsynced.
-        let mut staged: Vec<PathBuf> = Vec::with_capacity(ticks.len());
-        let discard = |staged: &[PathBuf]| {
-            for p in staged {
-                let _ = fs::remove_file(p);
-            }
-        };
-        for (i, t) in ticks.iter().enumerate() {
-            let p = tmp.join(fsio::temp_name());
-            if let Err(e) = fsio::write_new_unsynced(&p, t.file_bytes().as_bytes()) {
-                discard(&staged);
-                return Err(fail(e));
-            }
-            staged.push(p);
-            if i % 256 == 255 {
-                progress("stage", i as u64 + 1, total);
-            }
-        }
-        // 2. Durable together.
-        if let Err(e) = fsio::sync_filesystem(&tmp, &staged) {
-            discard(&staged);
-            return Err(fail(e));
-        }
-        // 3. Publish into ticks/, then make the names durable.
-        let mut published: Vec<PathBuf> = Vec::with_capacity(ticks.len());
-        let unpublish = |published: &[PathBuf]| {
-            for p in published {
-                let _ = fs::remove_file(p);
-            }
-            let _ = fsio::sync_dir(&dir);
-        };
-        for (i, (t, p)) in ticks.iter().zip(&staged).enumerate() {
-            let dest = dir.join(&t.id);
-            let existed = fs::symlink_metadata(&dest).is_ok();
-            let moved = match fs::rename(p, &dest) {
-                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                    let _ = fs::remove_file(p);
-                    fsio::replace_atomically(&tmp, &dest, t.file_bytes().as_bytes())
-                }
-                other => other,
-            };
-            if let Err(e) = moved {
-                discard(&staged[i..]);
-                unpublish(&published);
-                return Err(fail(e));
-            }
-            // A file that was already there (same payload, same parent) is not ours to remove.
-            if !existed {
-                published.push(dest);
-            }
-            if i % 256 == 255 {
-                progress("write", i as u64 + 1, total);
-            }
-        }
-        if let Err(e) = fsio::sync_dir(&dir) {
-            unpublish(&published);
-            return Err(fail(e));
-        }
-        // 4. HEAD moves once, to the tip.
-        if let Err(e) = fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), last.id.as_bytes()) {
-            // HEAD may have moved before the error (its directory sync failed): put it back.
-            if self.head().ok().as_deref() == Some(last.id.as_str()) {
-                let _ = fsio::replace_atomically(
-                    &tmp,
-                    &self.ev.join("HEAD"),
-                    ticks[0].parent_id.as_bytes(),
-                );
-            }
-            unpublish(&published);
-            return Err(fail(e));
-        }
-        progress("write", total, total);
-        self.writes += total;
-        if in_sync {
-            self.ticks_stamp = dir_stamp();
-        }
-        for t in ticks {
-            let file_stamp = fs::symlink_metadata(dir.join(&t.id))
-                .ok()
-                .and_then(|m| Stamp::of(&m));
-            self.files
-                .insert(t.id.as_str().into(), Cached::tick(file_stamp, t));
-        }
-        self.ticks_generation += 1;
-        Ok(())
-    }
-
     /// The JSON of one file of `ticks/`, read fresh (for files the tick reader refused, whose raw
     /// fields some verbs still use). `None` when it cannot be read or is not JSON.
     pub fn raw_value(&self, name: &str) -> Option<serde_json::Value> {
@@ -1044,50 +446,6 @@ impl Store {
         }
         let text = fsio::read_text(&self.ticks_dir().join(name)).ok()?;
         serde_json::from_str(&text).ok()
-    }
-
-    /// A crash between "ticks durable" and "HEAD moved" leaves a chain of complete ticks below
-    /// HEAD that HEAD does not name: one tick from a single append, several from a batch. Finish
-    /// that append: when HEAD has exactly one child, that child exactly one, and so on to a tick
-    /// with none, HEAD moves to the end. Anything branching is left alone.
-    fn recover_head(&mut self) -> Result<(), Refusal> {
-        let Ok(head) = self.head() else { return Ok(()) };
-        let Ok(ticks) = self.ticks() else {
-            return Ok(());
-        };
-        let mut children: std::collections::HashMap<&str, Vec<&str>> =
-            std::collections::HashMap::new();
-        for (name, t) in &ticks {
-            if t.parent_id() != *name {
-                children.entry(t.parent_id()).or_default().push(name);
-            }
-        }
-        let mut tip = head.as_str();
-        let mut seen = BTreeSet::new();
-        loop {
-            match children.get(tip).map(Vec::as_slice) {
-                None | Some([]) => break,
-                Some([only]) => {
-                    if !seen.insert(*only) {
-                        return Ok(()); // a cycle cannot come from content ids; leave it alone
-                    }
-                    tip = only;
-                }
-                Some(_) => return Ok(()),
-            }
-        }
-        if tip == head {
-            return Ok(());
-        }
-        let (tip, rolled) = (tip.to_string(), seen.len());
-        drop(seen);
-        drop(children);
-        drop(ticks);
-        tracing::warn!(store = %self.root.display(), head = %head, tick = %tip, ticks = rolled,
-            "finishing an interrupted append: moving HEAD to the end of the durable chain it did not name");
-        let tmp = self.tmp_dir()?;
-        fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), tip.as_bytes())
-            .map_err(|e| Refusal::io(format!("writing HEAD: {e}")))
     }
 
     /// Append one line to `results/events.jsonl`. Best-effort: failures are ignored.
@@ -1121,90 +479,98 @@ impl Store {
             let _ = fsio::append(&results.join("events.jsonl"), lines.as_bytes());
         }
     }
-}
-
-/// How recent a modification must be for its stamp not to be trusted yet (a same-size rewrite
-/// within the filesystem's timestamp granularity would otherwise go unseen).
-const RACY_NS: i64 = 2_000_000_000;
-
-fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
-    m.file_type().is_file().then(|| Stamp::of(m)).flatten()
-}
-
-/// Read one directory entry of `ticks/` into the cache.
-fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
-    if m.file_type().is_symlink() {
-        return Cached::new(
-            None,
-            Entry::Unreadable(Box::new(format!(
-                "{name} is a symlink (evd never follows links inside a store)"
-            ))),
-        );
+    /// Bring the tick cache up to date with `ticks/` (see [`TickCache::refresh`]).
+    pub fn refresh(&mut self) -> Result<(), Refusal> {
+        self.cache.refresh()
     }
-    let stamp = stamp_of_regular(m);
-    match read_entry(path) {
-        Ok(t) => Cached::tick(stamp, &t),
-        Err(e) => Cached::new(stamp, e),
+
+    /// Every file of `ticks/`, refreshed (see [`TickCache::entries`]).
+    pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
+        self.cache.entries()
     }
-}
 
-/// A file of `ticks/` to read: its name, its path, and its metadata when it was looked at.
-type ToLoad = (String, PathBuf, Option<fs::Metadata>);
-
-/// [`load`] each of `files`: on a few threads when there are many (the first scan of a large
-/// store reads and parses every tick). A file that vanished meanwhile is left out.
-fn load_all(files: Vec<ToLoad>) -> Vec<(Arc<str>, Cached)> {
-    let loaded = crate::sys::par::map(&files, 512, |(n, p, m)| match m {
-        Some(m) => Some(load(p, n, m)),
-        None => load_unseen(p, n),
-    });
-    files
-        .into_iter()
-        .map(|(n, ..)| n)
-        .zip(loaded)
-        .filter_map(|(n, c)| Some((n.into(), c?)))
-        .collect()
-}
-
-/// Read a file of `ticks/` that readdir called regular and nothing has looked at yet: opened
-/// without following links, its stamp from the open file. Anything unusual (it is no longer
-/// regular, it cannot be read) goes the long way, through [`load`]; `None` when it vanished.
-fn load_unseen(path: &Path, name: &str) -> Option<Cached> {
-    if let Ok((m, text)) = fsio::read_regular(path) {
-        return Some(match Tick::parse(&text) {
-            Ok(t) => Cached::tick(stamp_of_regular(&m), &t),
-            Err(e) => Cached::new(stamp_of_regular(&m), parse_error(e)),
-        });
+    /// Refresh, and fail like upstream's whole-store read when any file is not JSON.
+    pub fn readable(&mut self) -> Result<(), Refusal> {
+        self.cache.readable()
     }
-    let m = fs::symlink_metadata(path).ok()?;
-    (!m.is_dir()).then(|| load(path, name, &m))
-}
 
-fn is_suspect(c: &Cached) -> bool {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    match (&c.entry, c.stamp) {
-        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.mtime_ns) < RACY_NS,
-        (Entry::Unreadable(_), None) => false, // a symlink stays a symlink until ticks/ changes
-        _ => true,
+    /// Every parseable tick, refreshed (whole-store read rules apply).
+    pub fn ticks(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
+        self.cache.ticks()
     }
-}
 
-/// Read and parse one tick file: the tick, or the entry that says why it is none.
-fn read_entry(path: &Path) -> Result<Tick, Entry> {
-    match fsio::read_text(path) {
-        Err(e) => Err(Entry::Unreadable(Box::new(e.to_string()))),
-        Ok(text) => Tick::parse(&text).map_err(parse_error),
+    /// The current view, each tick rebuilt whole (see [`TickCache::current_ticks`]).
+    pub fn current_ticks(&mut self) -> Result<Vec<(&str, Tick)>, Refusal> {
+        self.cache.current_ticks()
     }
-}
 
-/// The entry that says why a tick file's text is no tick.
-fn parse_error(e: TickParseError) -> Entry {
-    match e {
-        TickParseError::NotJson(e) => Entry::NotJson(Box::new(e)),
-        TickParseError::Invalid(e) => Entry::Invalid(Box::new(e)),
+    /// The current view, newest first (see [`TickCache::current`]).
+    pub fn current(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
+        self.cache.current()
+    }
+
+    /// The current view as shared handles (see [`TickCache::current_shared`]).
+    pub fn current_shared(&mut self) -> Result<Arc<CurrentView>, Refusal> {
+        self.cache.current_shared()
+    }
+
+    /// Why `ticks/` is served degraded (it could not be watched, so every answer is validated
+    /// against the disk first), or `None` when it is watched.
+    pub fn degraded(&self) -> Option<String> {
+        self.cache.watch_error()
+    }
+
+    /// A number that moves whenever the tick cache took in a change (call after a refresh).
+    pub fn ticks_generation(&self) -> u64 {
+        self.cache.generation()
+    }
+
+    /// The cached entry for one file name as last refreshed (no look at the disk).
+    pub fn cached_entry(&self, name: &str) -> Option<Entry> {
+        self.cache.cached_entry(name)
+    }
+
+    /// The cached entry for one file name (after a refresh), without the whole-store rule.
+    pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
+        self.cache.entry(name)
+    }
+
+    /// How many files of `ticks/` the cache holds.
+    pub fn tick_count(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Whether `ticks/` is watched (see [`TickCache::watched`]).
+    pub fn ticks_watched(&self) -> bool {
+        self.cache.watched()
+    }
+
+    /// Whether the tick cache has read `ticks/` at least once.
+    pub fn ticks_loaded(&self) -> bool {
+        self.cache.loaded()
+    }
+
+    /// The serial of the cached read of one file (see [`TickCache::serial`]).
+    pub fn tick_serial(&self, name: &str) -> Option<u64> {
+        self.cache.serial(name)
+    }
+
+    /// The audit `verify` kept for one file (see [`TickCache::kept_audit`]).
+    pub fn kept_audit(
+        &self,
+        name: &str,
+    ) -> Option<(&crate::engine::audit::AuditSlot, Option<&PackedTick>)> {
+        self.cache.kept_audit(name)
+    }
+
+    /// Keep `verify`'s audit of one file (see [`TickCache::keep_audit`]).
+    pub fn keep_audit(
+        &mut self,
+        name: &str,
+        serial: u64,
+        slot: impl FnOnce(Option<&PackedTick>) -> crate::engine::audit::AuditSlot,
+    ) {
+        self.cache.keep_audit(name, serial, slot)
     }
 }
 

@@ -1,0 +1,541 @@
+//! The cache of a store's parsed ticks: every file of `ticks/` by name, each packed, with the
+//! stamp it was read at, brought up to date at the start of every request (the watch names
+//! what changed; without one, stamps are compared), and the current view computed once per
+//! change. It reads `ticks/` and never writes a store file: appends tell it what they wrote
+//! ([`TickCache::took_own`]).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use proto::model::TickParseError;
+use proto::rpc::Refusal;
+use proto::Tick;
+
+use crate::engine::packed::PackedTick;
+use crate::sys::fsio;
+use crate::sys::watch::{Changes, DirWatch};
+
+/// What one file of `ticks/` holds, as last read.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// A valid tick, packed ([`PackedTick::tick`] rebuilds it).
+    Tick(Arc<PackedTick>),
+    /// JSON, but not a valid tick: the reader's message.
+    Invalid(Box<String>),
+    /// Not JSON: poisons whole-store reads (`reading store: <file>: <error>`).
+    NotJson(Box<String>),
+    /// Not readable as text (bad UTF-8, a symlink): poisons whole-store reads
+    /// (`reading store: <error>`).
+    Unreadable(Box<String>),
+}
+// The messages are boxed (rare) so that an entry of the cache stays two words.
+
+/// Enough of a file's metadata to notice it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    mtime_ns: i64,
+    len: u64,
+    /// Never 0 (no file has inode 0), so an absent stamp costs no extra word.
+    ino: std::num::NonZeroU64,
+}
+
+impl Stamp {
+    /// `None` for an inode number of 0, which no real file has: such a file is simply never
+    /// trusted by its stamp.
+    fn of(m: &fs::Metadata) -> Option<Stamp> {
+        Some(Stamp {
+            mtime_ns: m
+                .mtime()
+                .saturating_mul(1_000_000_000)
+                .saturating_add(m.mtime_nsec()),
+            len: m.len(),
+            ino: std::num::NonZeroU64::new(m.ino())?,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    stamp: Option<Stamp>,
+    entry: Entry,
+    /// New at every read (see [`TickCache::serial`]).
+    serial: u64,
+    /// What `verify` found in this file, while the cache has not read it again.
+    audit: Option<crate::engine::audit::AuditSlot>,
+}
+
+/// Where [`Cached`] serials come from.
+static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Cached {
+    /// A file that is not a valid tick.
+    fn new(stamp: Option<Stamp>, entry: Entry) -> Cached {
+        Cached::with(stamp, entry)
+    }
+
+    /// A valid tick, packed (with its identity).
+    fn tick(stamp: Option<Stamp>, tick: &Tick) -> Cached {
+        Cached::with(stamp, Entry::Tick(Arc::new(PackedTick::pack(tick))))
+    }
+
+    fn with(stamp: Option<Stamp>, entry: Entry) -> Cached {
+        Cached {
+            stamp,
+            entry,
+            serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            audit: None,
+        }
+    }
+}
+
+/// The current view: `(file name, tick)`, newest first.
+pub type CurrentView = Vec<(Arc<str>, Arc<PackedTick>)>;
+
+/// The parsed ticks of one `ticks/` directory.
+#[derive(Debug)]
+pub struct TickCache {
+    /// The `ticks/` directory.
+    dir: PathBuf,
+    /// By file name; the name's handle is shared with the view and the check memo.
+    files: BTreeMap<Arc<str>, Cached>,
+    /// `ticks/`'s stamp when `files` was last brought up to date.
+    stamp: Option<Stamp>,
+    /// The watch on `ticks/`: when present, the exact list of what changed since the last
+    /// refresh.
+    watch: Option<DirWatch>,
+    /// Why `ticks/` could not be watched, when it could not: every refresh then re-stats it all.
+    watch_error: Option<String>,
+    /// Moves whenever the cache took in a change.
+    generation: u64,
+    /// The current view as of a generation.
+    view: Option<(u64, Arc<CurrentView>)>,
+}
+
+impl TickCache {
+    /// An empty cache of `dir` (nothing read yet).
+    pub fn new(dir: PathBuf) -> TickCache {
+        TickCache {
+            dir,
+            files: BTreeMap::new(),
+            stamp: None,
+            watch: None,
+            watch_error: None,
+            generation: 0,
+            view: None,
+        }
+    }
+
+    /// Forget everything read (the store was removed under its owner): the next refresh reads
+    /// `ticks/` afresh.
+    pub fn reset(&mut self) {
+        self.files.clear();
+        self.stamp = None;
+        self.watch = None;
+    }
+
+    fn dir_stamp(&self) -> Option<Stamp> {
+        fs::symlink_metadata(&self.dir)
+            .ok()
+            .and_then(|m| Stamp::of(&m))
+    }
+
+    /// Whether nobody touched `ticks/` since the cache last brought itself up to date: taken
+    /// before an append, so that the append can keep the cache in step without a rescan.
+    pub fn in_sync(&self) -> bool {
+        self.stamp.is_some() && self.dir_stamp() == self.stamp
+    }
+
+    /// Take in `ticks` that this store just wrote to `ticks/` (their names are their ids).
+    /// With `in_sync` (see [`TickCache::in_sync`], taken before the write) the directory's new
+    /// stamp is adopted too. Whatever was computed from the cache before is out of date
+    /// afterwards, whether or not the watch also reports the new files.
+    pub fn took_own<'t>(&mut self, in_sync: bool, ticks: impl IntoIterator<Item = &'t Tick>) {
+        if in_sync {
+            self.stamp = self.dir_stamp();
+        }
+        for t in ticks {
+            let file_stamp = fs::symlink_metadata(self.dir.join(&t.id))
+                .ok()
+                .and_then(|m| Stamp::of(&m));
+            self.files
+                .insert(t.id.as_str().into(), Cached::tick(file_stamp, t));
+        }
+        self.generation += 1;
+    }
+
+    /// Bring the tick cache up to date with `ticks/`. With the inotify watch (the normal case)
+    /// this costs one stat and one non-blocking read when nothing changed, and re-reads exactly
+    /// the files that did. Without it, changes are found through the directory's stamp plus a
+    /// re-check of suspect files.
+    pub fn refresh(&mut self) -> Result<(), Refusal> {
+        let dir = self.dir.clone();
+        let meta =
+            fs::symlink_metadata(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        if meta.file_type().is_symlink() || !meta.is_dir() {
+            return Err(Refusal::io(format!(
+                "reading store: {}: ticks/ is not a directory (evd never follows links inside a store)",
+                dir.display()
+            )));
+        }
+        let stamp = Stamp::of(&meta);
+        if self.stamp.is_some() {
+            match self.watch.as_mut().map(DirWatch::drain) {
+                Some(Changes::Quiet) => return Ok(()),
+                Some(Changes::Names(names)) => {
+                    self.generation += 1;
+                    for name in names {
+                        self.reload_one(&dir, name);
+                    }
+                    self.stamp = stamp;
+                    return Ok(());
+                }
+                Some(Changes::Rescan) => {
+                    // Events were lost: whatever was built on this generation is suspect, even
+                    // if the scan below finds every file as it was.
+                    self.watch = None;
+                    self.generation += 1;
+                }
+                // No watch: nothing short of looking at every file can tell that a tick was
+                // edited in place, so the scan below re-stats them all.
+                None => {}
+            }
+        }
+        // Watch first, then scan: a change during the scan is queued, never missed.
+        if self.watch.is_none() {
+            match DirWatch::new(&dir) {
+                Ok(w) => {
+                    self.watch = Some(w);
+                    self.watch_error = None;
+                }
+                Err(e) => self.watch_error = Some(e.0),
+            }
+        }
+        let mut next = BTreeMap::new();
+        // Whether anything differs from the cache (a first scan always does).
+        let mut changed = self.stamp.is_none();
+        let mut to_load = Vec::new();
+        let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        for ent in rd {
+            let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+            let name = ent.file_name().to_string_lossy().into_owned();
+            let path = ent.path();
+            let known = self.files.remove(name.as_str());
+            // A file the cache never saw is read at once (its stamp from the open file's
+            // `fstat`): a first scan looks at each path once.
+            if known.is_none() && ent.file_type().is_ok_and(|t| t.is_file()) {
+                to_load.push((name, path, None));
+                continue;
+            }
+            let Ok(m) = fs::symlink_metadata(&path) else {
+                continue; // vanished between readdir and stat
+            };
+            if m.is_dir() {
+                continue;
+            }
+            match known {
+                Some(c)
+                    if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) && !is_suspect(&c) =>
+                {
+                    next.insert(name.into(), c);
+                }
+                _ => to_load.push((name, path, Some(m))),
+            }
+        }
+        let loaded = to_load.len();
+        changed |= loaded > 0;
+        next.extend(load_all(to_load));
+        if loaded >= 1024 {
+            // Parsing left the heap full of holes between the packed ticks kept: give the free
+            // pages back, so a daemon holding a large store holds what it keeps.
+            crate::sys::resources::release_free_memory();
+        }
+        // What is left in the cache is gone from the directory.
+        changed |= !self.files.is_empty();
+        if changed {
+            self.generation += 1;
+        }
+        self.files = next;
+        self.stamp = stamp;
+        Ok(())
+    }
+
+    /// Re-read one entry inotify named (whatever its stamp says: it changed).
+    fn reload_one(&mut self, dir: &Path, name: String) {
+        match fs::symlink_metadata(dir.join(&name)) {
+            Ok(m) if !m.is_dir() => {
+                let fresh = load(&dir.join(&name), &name, &m);
+                self.files.insert(name.into(), fresh);
+            }
+            _ => {
+                self.files.remove(name.as_str());
+            }
+        }
+    }
+
+    /// Every file of `ticks/`, refreshed. Fails like upstream's whole-store read when any file is
+    /// not JSON: `reading store: <file>: <error>`.
+    pub fn entries(&mut self) -> Result<Vec<(&str, &Entry)>, Refusal> {
+        self.readable()?;
+        Ok(self.files.iter().map(|(n, c)| (&**n, &c.entry)).collect())
+    }
+
+    /// Refresh, and fail like upstream's whole-store read when any file is not JSON (see
+    /// [`TickCache::entries`]), without listing anything.
+    pub fn readable(&mut self) -> Result<(), Refusal> {
+        self.refresh()?;
+        let poisoned = self.files.iter().find_map(|(name, c)| match &c.entry {
+            Entry::Unreadable(e) => Some(e.to_string()),
+            Entry::NotJson(e) => Some(format!("{name}: {e}")),
+            _ => None,
+        });
+        match poisoned {
+            Some(e) => Err(Refusal::io(format!("reading store: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Every parseable tick, refreshed (whole-store read rules apply).
+    pub fn ticks(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
+        Ok(self
+            .entries()?
+            .into_iter()
+            .filter_map(|(n, e)| match e {
+                Entry::Tick(t) => Some((n, t.as_ref())),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// [`TickCache::current`], each tick rebuilt whole (for the few verbs that need every field of
+    /// every current tick).
+    pub fn current_ticks(&mut self) -> Result<Vec<(&str, Tick)>, Refusal> {
+        Ok(self
+            .current()?
+            .into_iter()
+            .map(|(f, t)| (f, t.tick()))
+            .collect())
+    }
+
+    /// The current view (see [`crate::engine::view`]), newest first, from the cached identities.
+    /// Whole-store read rules apply.
+    pub fn current(&mut self) -> Result<Vec<(&str, &PackedTick)>, Refusal> {
+        self.entries()?;
+        let inputs: Vec<(&str, &PackedTick, crate::engine::view::Identity)> = self
+            .files
+            .iter()
+            .filter_map(|(n, c)| match &c.entry {
+                Entry::Tick(t) => Some((&**n, t.as_ref(), t.identity())),
+                _ => None,
+            })
+            .collect();
+        Ok(crate::engine::view::current(&inputs))
+    }
+
+    /// [`TickCache::current`], as shared handles (no copy of any tick), for callers that go on to
+    /// use the store mutably. Computed once per change of the tick cache.
+    pub fn current_shared(&mut self) -> Result<Arc<CurrentView>, Refusal> {
+        self.refresh()?;
+        // A view is only ever made from a store with no poisoned file, and it stands for as
+        // long as the tick cache did not move.
+        if let Some((generation, view)) = &self.view {
+            if *generation == self.generation {
+                return Ok(Arc::clone(view));
+            }
+        }
+        self.entries()?;
+        let inputs: Vec<(&Arc<str>, &Arc<PackedTick>, crate::engine::view::Identity)> = self
+            .files
+            .iter()
+            .filter_map(|(n, c)| match &c.entry {
+                Entry::Tick(t) => Some((n, t, t.identity())),
+                _ => None,
+            })
+            .collect();
+        let plain: Vec<(&str, &PackedTick, crate::engine::view::Identity)> = inputs
+            .iter()
+            .map(|(n, t, id)| (&***n, t.as_ref(), *id))
+            .collect();
+        // The view keeps the inputs' order of identity; map each chosen tick back to its
+        // handles (the cache's own name and tick).
+        let by_name: std::collections::HashMap<&str, (&Arc<str>, &Arc<PackedTick>)> =
+            inputs.iter().map(|(n, t, _)| (&***n, (*n, *t))).collect();
+        let mut view: CurrentView = crate::engine::view::current(&plain)
+            .into_iter()
+            .filter_map(|(f, _)| by_name.get(f).map(|(n, t)| (Arc::clone(n), Arc::clone(t))))
+            .collect();
+        // Collected in place, it would keep the capacity of every tick the collapse looked at.
+        view.shrink_to_fit();
+        let view = Arc::new(view);
+        self.view = Some((self.generation, Arc::clone(&view)));
+        Ok(view)
+    }
+
+    /// Why `ticks/` is served degraded (it could not be watched, so every answer is validated
+    /// against the disk first), or `None` when it is watched.
+    pub fn watch_error(&self) -> Option<String> {
+        self.watch_error.clone()
+    }
+
+    /// A number that moves whenever the tick cache took in a change (call after a refresh).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The cached entry for one file name as last refreshed (no look at the disk).
+    pub fn cached_entry(&self, name: &str) -> Option<Entry> {
+        self.files.get(name).map(|c| c.entry.clone())
+    }
+
+    /// The cached entry for one file name (after a refresh), without the whole-store rule.
+    pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
+        self.refresh()?;
+        Ok(self.files.get(name).map(|c| c.entry.clone()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the cache holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Whether `ticks/` is watched (inotify), so that [`TickCache::generation`] moving is the
+    /// only way its content can have changed.
+    pub fn watched(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    /// Whether the tick cache has read `ticks/` at least once.
+    pub fn loaded(&self) -> bool {
+        self.stamp.is_some()
+    }
+
+    /// The serial of the cached read of one file of `ticks/` (after a refresh): a number that
+    /// is new every time the cache reads the file again, so equal serials mean the file was
+    /// not seen to change in between.
+    pub fn serial(&self, name: &str) -> Option<u64> {
+        self.files.get(name).map(|c| c.serial)
+    }
+
+    /// The audit `verify` kept for one file of `ticks/` (see [`crate::memo::verify`]), with the
+    /// cached tick, while the cache has not read the file again.
+    pub fn kept_audit(
+        &self,
+        name: &str,
+    ) -> Option<(&crate::engine::audit::AuditSlot, Option<&PackedTick>)> {
+        let c = self.files.get(name)?;
+        let tick = match &c.entry {
+            Entry::Tick(t) => Some(t.as_ref()),
+            _ => None,
+        };
+        c.audit.as_ref().map(|a| (a, tick))
+    }
+
+    /// Keep `verify`'s audit of one file, read while the cache's serial for it was `serial`
+    /// (nothing is kept if the cache has read the file again since). `slot` is made from the
+    /// cached tick, if the file is one.
+    pub fn keep_audit(
+        &mut self,
+        name: &str,
+        serial: u64,
+        slot: impl FnOnce(Option<&PackedTick>) -> crate::engine::audit::AuditSlot,
+    ) {
+        if let Some(c) = self.files.get_mut(name).filter(|c| c.serial == serial) {
+            let tick = match &c.entry {
+                Entry::Tick(t) => Some(t.as_ref()),
+                _ => None,
+            };
+            c.audit = Some(slot(tick));
+        }
+    }
+}
+
+/// How recent a modification must be for its stamp not to be trusted yet (a same-size rewrite
+/// within the filesystem's timestamp granularity would otherwise go unseen).
+const RACY_NS: i64 = 2_000_000_000;
+
+fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
+    m.file_type().is_file().then(|| Stamp::of(m)).flatten()
+}
+
+/// Read one directory entry of `ticks/` into the cache.
+fn load(path: &Path, name: &str, m: &fs::Metadata) -> Cached {
+    if m.file_type().is_symlink() {
+        return Cached::new(
+            None,
+            Entry::Unreadable(Box::new(format!(
+                "{name} is a symlink (evd never follows links inside a store)"
+            ))),
+        );
+    }
+    let stamp = stamp_of_regular(m);
+    match read_entry(path) {
+        Ok(t) => Cached::tick(stamp, &t),
+        Err(e) => Cached::new(stamp, e),
+    }
+}
+
+/// A file of `ticks/` to read: its name, its path, and its metadata when it was looked at.
+type ToLoad = (String, PathBuf, Option<fs::Metadata>);
+
+/// [`load`] each of `files`: on a few threads when there are many (the first scan of a large
+/// store reads and parses every tick). A file that vanished meanwhile is left out.
+fn load_all(files: Vec<ToLoad>) -> Vec<(Arc<str>, Cached)> {
+    let loaded = crate::sys::par::map(&files, 512, |(n, p, m)| match m {
+        Some(m) => Some(load(p, n, m)),
+        None => load_unseen(p, n),
+    });
+    files
+        .into_iter()
+        .map(|(n, ..)| n)
+        .zip(loaded)
+        .filter_map(|(n, c)| Some((n.into(), c?)))
+        .collect()
+}
+
+/// Read a file of `ticks/` that readdir called regular and nothing has looked at yet: opened
+/// without following links, its stamp from the open file. Anything unusual (it is no longer
+/// regular, it cannot be read) goes the long way, through [`load`]; `None` when it vanished.
+fn load_unseen(path: &Path, name: &str) -> Option<Cached> {
+    if let Ok((m, text)) = fsio::read_regular(path) {
+        return Some(match Tick::parse(&text) {
+            Ok(t) => Cached::tick(stamp_of_regular(&m), &t),
+            Err(e) => Cached::new(stamp_of_regular(&m), parse_error(e)),
+        });
+    }
+    let m = fs::symlink_metadata(path).ok()?;
+    (!m.is_dir()).then(|| load(path, name, &m))
+}
+
+fn is_suspect(c: &Cached) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    match (&c.entry, c.stamp) {
+        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.mtime_ns) < RACY_NS,
+        (Entry::Unreadable(_), None) => false, // a symlink stays a symlink until ticks/ changes
+        _ => true,
+    }
+}
+
+/// Read and parse one tick file: the tick, or the entry that says why it is none.
+fn read_entry(path: &Path) -> Result<Tick, Entry> {
+    match fsio::read_text(path) {
+        Err(e) => Err(Entry::Unreadable(Box::new(e.to_string()))),
+        Ok(text) => Tick::parse(&text).map_err(parse_error),
+    }
+}
+
+/// The entry that says why a tick file's text is no tick.
+fn parse_error(e: TickParseError) -> Entry {
+    match e {
+        TickParseError::NotJson(e) => Entry::NotJson(Box::new(e)),
+        TickParseError::Invalid(e) => Entry::Invalid(Box::new(e)),
+    }
+}

@@ -1,0 +1,127 @@
+//! What a check's verdicts rest on besides the ticks and receipts: HEAD, the staleness
+//! reference (and its warning), the selected-list and policy, gathered into a [`Basis`]; a check
+//! whose git children overran is refused rather than answered from half the facts.
+
+use std::path::Path;
+
+use proto::model::is_40_lower_hex;
+use proto::rpc::{CheckRequest, Refusal, Warning};
+
+use crate::memo::check::Basis;
+use crate::open::OpenStore;
+use crate::store::results::{cached_origin, read_selected};
+use crate::sys::fsio;
+
+/// The warning when the live-origin reference cannot be resolved.
+pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
+
+/// The repository's HEAD commit, as evd sees it (`None` outside git): `git rev-parse --verify
+/// -q HEAD`, through the store's cache of git's answers.
+pub(super) fn git_head(facts: &mut crate::git::facts::FactCache, root: &Path) -> Option<String> {
+    facts
+        .answer(root, crate::git::facts::Query::Head)
+        .filter(|s| is_40_lower_hex(s))
+}
+
+/// Resolve the staleness reference (§10.3); caches a resolved live-origin sha.
+/// With `record` (a real `check`), a resolved live-origin sha is cached to `results/origin-sha`;
+/// a background re-evaluation leaves that cache alone.
+pub(super) fn staleness_reference(
+    store: &OpenStore,
+    req: &CheckRequest,
+    policy: &str,
+    warnings: &mut Vec<Warning>,
+    record: bool,
+) -> Option<String> {
+    let results = store.results_dir();
+    if req.offline {
+        return cached_origin(&results);
+    }
+    match policy {
+        "none" => None,
+        "local-head" => req.context.git.head.clone().filter(|h| is_40_lower_hex(h)),
+        _ => match req
+            .context
+            .git
+            .upstream
+            .clone()
+            .filter(|u| is_40_lower_hex(u))
+        {
+            Some(sha) => {
+                // Rewritten only when it moves: the cache is read far more often than it changes.
+                let moved = cached_origin(&results).as_deref() != Some(sha.as_str());
+                if record && moved && fsio::ensure_dir(&results).is_ok() {
+                    let _ = fsio::replace_unsynced(&results.join("origin-sha"), sha.as_bytes());
+                }
+                Some(sha)
+            }
+            None => {
+                warnings.push(Warning {
+                    kind: "staleness_ref".into(),
+                    message: NO_UPSTREAM_WARNING.into(),
+                });
+                None
+            }
+        },
+    }
+}
+
+/// What the verdicts rest on right now, re-established from the disk and git: everything a
+/// remembered evaluation must match to be reused.
+pub(super) fn basis(
+    store: &mut OpenStore,
+    offline: bool,
+    attest: Option<Vec<String>>,
+    config: &crate::store::config::Config,
+    reference: Option<String>,
+) -> Result<Basis, Refusal> {
+    store.refresh()?;
+    store.receipts.sync();
+    if store.results_dir().join("state").is_dir() {
+        store.state_watch.ensure(&mut store.state_written);
+    }
+    let state = store.state_watch.sync(&mut store.state_written);
+    let root = store.root().to_path_buf();
+    let head = git_head(&mut store.git, &root);
+    let guarded = store.guarded_paths()?;
+    let uncommitted = store.uncommitted_and_ranges(head.as_deref(), &guarded);
+    let (evidence, changes) = crate::ledger::evidence::sync(&mut store.store, &mut store.evidence)?;
+    store.note_changes(changes);
+    Ok(Basis {
+        offline,
+        attest,
+        policy: config.staleness_ref.clone(),
+        staleness_days: config.staleness_days,
+        reference,
+        selected: read_selected(&store.results_dir()),
+        head,
+        uncommitted,
+        ticks: store.ticks_generation(),
+        receipts: store.receipts.generation(),
+        state,
+        evidence,
+    })
+}
+
+/// When a git child overran during this evaluation, its verdicts rest on facts that could not be
+/// learnt: refuse, keep nothing, and say what hung.
+pub(super) fn refuse_on_git_timeouts(store: &mut OpenStore) -> Result<(), Refusal> {
+    let timeouts = crate::sys::child::take_timeouts();
+    let Some(first) = timeouts.first() else {
+        return Ok(());
+    };
+    store.memos.clear();
+    store.forget_ranges();
+    std::mem::take(&mut store.pending_changes);
+    Err(Refusal::io(format!(
+        "git did not answer in time: `{first}` ran past {} s and was stopped{}, so the verdicts \
+         that depend on it are unknown — look for a hung filesystem, a FIFO or a stale lock in \
+         the repository, then check again",
+        crate::sys::child::git_timeout().as_secs_f32(),
+        if timeouts.len() > 1 {
+            format!(" ({} git commands in all)", timeouts.len())
+        } else {
+            String::new()
+        }
+    )))
+}
