@@ -991,6 +991,10 @@ fn a_malformed_line_7_leaves_every_file_as_it_was() {
     lines.push(r#"{"kind":"ev-decision-intake","decision":"seventh","grounds":[],"provenance":"imported","source_ref":"R7","status":"live"}"#.into());
     lines.extend((8..=12).map(good));
     std::fs::write(repo.path().join("history.jsonl"), lines.join("\n")).expect("write");
+    // evd journals its own events (the ticks just recorded) to the ledger shortly after each
+    // write, off the request's path: have them written now (a query writes what waits), so that
+    // the comparison below sees only what the refused migrates could have touched.
+    w.evctl(repo.path(), &["ledger", "query", "failures"]).ok();
     let before = snapshot(&repo);
     let r = w.evctl(
         repo.path(),
