@@ -6,8 +6,9 @@
 //! `cfg(target_os = …)` implementation per platform family and a portable fallback, so that no
 //! other code of evd (or evctl) needs a `cfg`: [`watch`] (directory watching), [`peer`] (a
 //! socket peer's uid), [`memory`] (the allocator), [`process`] (sessions, process groups, live
-//! pids, the running executable), [`resources`] (what the process holds) and [`filesystem`]
-//! (whole-filesystem flush, network filesystems). docs/platforms.md says what is tested where.
+//! pids, the running executable), [`resources`] (what the process holds), [`filesystem`]
+//! (whole-filesystem flush, network filesystems) and [`unix_addr`] (abstract socket names).
+//! docs/platforms.md says what is tested where.
 
 pub mod answers;
 pub mod child;
@@ -19,5 +20,6 @@ pub mod paths;
 pub mod peer;
 pub mod process;
 pub mod resources;
+pub mod unix_addr;
 pub mod users;
 pub mod watch;
