@@ -89,6 +89,32 @@ const INIT_RETRY: Duration = Duration::from_secs(5);
 /// it is only ever reached when that thread is stuck.
 const FENCE_WAIT: Duration = Duration::from_secs(5);
 
+thread_local! {
+    /// When the request this thread serves began (see [`RequestScope`]).
+    static REQUEST_START: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// One request served on this thread: while it lives, the drains made on the thread share a
+/// fence written after it began (a drain's promise is about changes that finished before the
+/// request arrived), instead of each writing its own. Without one, every drain fences.
+pub struct RequestScope {
+    outer: Option<Instant>,
+}
+
+impl RequestScope {
+    pub fn begin() -> RequestScope {
+        RequestScope {
+            outer: REQUEST_START.with(|c| c.replace(Some(Instant::now()))),
+        }
+    }
+}
+
+impl Drop for RequestScope {
+    fn drop(&mut self) {
+        REQUEST_START.with(|c| c.set(self.outer));
+    }
+}
+
 /// The one watcher and who watches what through it.
 pub struct Hub {
     /// The watcher itself, locked around every call into it (and never while `inner` is held).
@@ -151,6 +177,8 @@ struct Fence {
     /// writes' events never merge in the kernel's queue.
     issued: u64,
     seen: u64,
+    /// When the newest write was made.
+    issued_at: Option<Instant>,
 }
 
 impl Consumer {
@@ -385,8 +413,15 @@ impl Hub {
             return false;
         };
         // A write made from now on: one already in flight may have been queued before a change
-        // that finished before this call.
-        let target = f.issued + 1;
+        // that finished before this call. Within a request (see [`RequestScope`]), a write made
+        // since the request began is enough: every change that finished before the request
+        // began was queued before it, which is all a drain promises. The drains of one request
+        // (ticks, receipts, state files, the work tree…) then share one fence.
+        let since = REQUEST_START.with(std::cell::Cell::get);
+        let target = match since {
+            Some(s) if f.issued_at.is_some_and(|at| at >= s) => f.issued,
+            _ => f.issued + 1,
+        };
         let path = f.path.clone();
         loop {
             let Some(f) = inner.fence.as_mut().filter(|f| f.path == path) else {
@@ -397,6 +432,7 @@ impl Hub {
             }
             if f.seen == f.issued {
                 f.issued += 1;
+                f.issued_at = Some(Instant::now());
                 if let Err(e) = f.file.write_at(b"f", 0) {
                     tracing::warn!(error = %e, "cannot write the watch fence; drains rescan");
                     inner.fence = None;
@@ -450,6 +486,7 @@ impl Hub {
             path,
             issued: 0,
             seen: 0,
+            issued_at: None,
         });
         drop(w);
         Ok(())
@@ -876,6 +913,33 @@ mod tests {
             t.join().expect("thread");
         }
         eprintln!("a write and a fenced drain: {each:?}");
+    }
+
+    #[test]
+    fn the_drains_of_one_request_share_a_fence_and_miss_nothing_from_before_it() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let dirs: Vec<_> = (0..4)
+            .map(|i| {
+                let dir = d.path().join(format!("d{i}"));
+                std::fs::create_dir(&dir).expect("mkdir");
+                dir
+            })
+            .collect();
+        let mut watches: Vec<_> = dirs
+            .iter()
+            .map(|dir| DirWatch::new(dir).expect("watch"))
+            .collect();
+        for round in 0..200 {
+            // Every change finishes before the request begins: each drain of the request must
+            // name its own, whichever drain wrote the request's fence.
+            for dir in &dirs {
+                std::fs::write(dir.join("f"), round.to_string()).expect("write");
+            }
+            let _request = RequestScope::begin();
+            for (i, w) in watches.iter_mut().enumerate() {
+                assert_eq!(w.drain(), one("f"), "round {round}, directory {i}");
+            }
+        }
     }
 
     #[test]
