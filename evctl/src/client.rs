@@ -218,21 +218,12 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
 /// The daemon that holds the daemon lock of `rt`, when that process is alive and is an evd.
 pub fn live_daemon(rt: &Path) -> Option<lock::Holder> {
     let h = lock::read_holder(&paths::daemon_lock_path(rt))?;
-    let comm = std::fs::read_to_string(format!("/proc/{}/comm", h.pid)).ok()?;
-    let state = std::fs::read_to_string(format!("/proc/{}/stat", h.pid)).ok()?;
-    let zombie = state
-        .rsplit(')')
-        .next()
-        .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-    (comm.trim() == "evd" && !zombie).then_some(h)
+    evd::api::shared::process::is_live(h.pid, "evd").then_some(h)
 }
 
 /// Whether the process `pid` is stopped (SIGSTOP, a debugger).
 fn stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().to_string()))
-        .is_some_and(|r| r.starts_with('T') || r.starts_with('t'))
+    evd::api::shared::process::is_stopped(pid)
 }
 
 /// Whether a connection error says a live daemon did not answer (as opposed to none running).
@@ -302,7 +293,7 @@ fn spawn_daemon(binary: &Path, rt: &Path) -> Result<std::process::Child, String>
     // SAFETY: setsid is async-signal-safe; it detaches the daemon from our session and terminal.
     unsafe {
         cmd.pre_exec(|| {
-            libc::setsid();
+            evd::api::shared::process::detach_session();
             Ok(())
         });
     }

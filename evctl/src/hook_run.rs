@@ -404,8 +404,7 @@ fn pushed(top: &Path, input: &str) -> Result<Vec<String>, String> {
 
 /// git's pre-push input (nothing when stdin is a terminal: run by hand).
 fn read_stdin() -> String {
-    // SAFETY: isatty only inspects a descriptor.
-    if unsafe { libc::isatty(0) } == 1 {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return String::new();
     }
     let mut s = String::new();

@@ -715,8 +715,7 @@ fn wait_limited(
         if std::time::Instant::now() >= deadline {
             // The group's id is the child's pid (process_group(0)).
             if let Ok(pgid) = i32::try_from(child.id()) {
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                evd::api::shared::process::kill_group(pgid);
             }
             let _ = child.kill();
             let _ = child.wait();

@@ -5,7 +5,7 @@
 //! its request as the wire carries it.
 //!
 //! Besides the requests, a client needs a few things it shares with the daemon: the runtime
-//! directory, child processes with deadlines, crash-safe files, the clock's timestamp shape,
+//! directory, child processes with deadlines (and the process groups a client starts), crash-safe files, the clock's timestamp shape,
 //! the config's reading, the daemon lock's holder record and git's cached facts (the context a
 //! request carries is built client-side). They are re-exported under [`shared`], so that evctl
 //! names this module and nothing else of evd.
@@ -39,7 +39,7 @@ pub mod shared {
     /// This process's run id, as the ledger records it.
     pub use crate::ledger::run_id;
     pub use crate::store::{config, lock};
-    pub use crate::sys::{child, fsio, paths};
+    pub use crate::sys::{child, fsio, paths, process};
     /// The most paths one `ev.guards` request may name.
     pub use crate::verbs::guards::MAX_PATHS as MAX_GUARDED_PATHS;
     /// Lines a client prints for `migrate`'s answers, the same whoever answered.

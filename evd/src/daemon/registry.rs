@@ -148,8 +148,12 @@ fn actor_loop(
         };
         match msg {
             Msg::Stop => break,
-            Msg::Job(job) => job(&mut store),
+            Msg::Job(job) => {
+                let _one_request = crate::sys::watch::RequestScope::begin();
+                job(&mut store)
+            }
             Msg::Changes(mut c) => {
+                let _one_request = crate::sys::watch::RequestScope::begin();
                 // Everything the watcher already sent is one batch.
                 loop {
                     match rx.try_recv() {

@@ -775,10 +775,10 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
                         continue;
                     }
                 };
-                match stream.peer_cred() {
-                    Ok(c) if c.uid() == me => {}
+                match crate::sys::peer::of(std::os::fd::AsFd::as_fd(&stream)) {
+                    Ok(c) if c.uid == me => {}
                     Ok(c) => {
-                        tracing::warn!(uid = c.uid(), pid = ?c.pid(), "rejected a connection from another user");
+                        tracing::warn!(uid = c.uid, pid = ?c.pid, "rejected a connection from another user");
                         continue;
                     }
                     Err(e) => {

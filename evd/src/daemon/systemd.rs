@@ -32,8 +32,7 @@ pub fn notify(state: &str) {
     };
     let bytes = path.as_encoded_bytes();
     let sent = if let Some(name) = bytes.strip_prefix(b"@") {
-        use std::os::linux::net::SocketAddrExt;
-        std::os::unix::net::SocketAddr::from_abstract_name(name)
+        crate::sys::unix_addr::abstract_name(name)
             .and_then(|addr| sock.send_to_addr(state.as_bytes(), &addr))
     } else {
         sock.send_to(state.as_bytes(), std::path::Path::new(&path))

@@ -805,28 +805,7 @@ fn discover(canon: &Path, deps: &mut Vec<Dep>) -> Option<PathBuf> {
 /// Whether `path` is on a network or FUSE filesystem, where `stat` may answer from a client's
 /// attribute cache and so prove nothing about another host's changes. `None` when unknown.
 fn remote_fs(path: &Path) -> Option<bool> {
-    const REMOTE: &[i64] = &[
-        0x6969,      // NFS
-        0x517b,      // SMB
-        0xff53_4d42, // CIFS
-        0xfe53_4d42, // SMB2
-        0x6573_5546, // FUSE (sshfs, …)
-        0x0102_1997, // 9P
-        0x5346_414f, // AFS
-        0x00c3_6400, // Ceph
-        0x7375_7245, // Coda
-    ];
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: an all-zero statfs is a valid value for statfs(2) to overwrite.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path and `st` a valid statfs we own, both live for the call.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    // f_type's integer type varies by target.
-    #[allow(clippy::useless_conversion)]
-    let kind = i64::from(st.f_type);
-    Some(REMOTE.contains(&kind))
+    crate::sys::filesystem::is_remote(path)
 }
 
 /// What a HEAD file says.

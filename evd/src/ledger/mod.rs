@@ -29,11 +29,7 @@ pub type OwnEvent = (&'static str, Map<String, Value>);
 
 /// The host part of the envelope, for events that do not bring their own.
 pub fn host(repo_root: &std::path::Path) -> Value {
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
+    let hostname = crate::sys::users::hostname().unwrap_or_else(|| "localhost".into());
     let mut h = Map::new();
     h.insert("hostname".into(), hostname.into());
     h.insert("platform".into(), std::env::consts::OS.into());

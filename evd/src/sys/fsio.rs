@@ -222,19 +222,18 @@ pub fn write_new_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     res
 }
 
-/// Make everything written so far to the filesystem holding `dir` durable with one syncfs(2).
-/// Where syncfs is unavailable or fails, every file in `files` is fsynced instead.
+/// Make everything written so far to the filesystem holding `dir` durable with one call
+/// (syncfs(2) on Linux). Where that is unavailable or fails, every file in `files` is fsynced
+/// instead, and `dir` itself.
 pub fn sync_filesystem(dir: &Path, files: &[std::path::PathBuf]) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     let d = File::open(dir)?;
-    // SAFETY: syncfs takes an fd we own for the duration of the call.
-    if unsafe { libc::syncfs(d.as_raw_fd()) } == 0 {
+    if crate::sys::filesystem::sync_whole(&d).is_ok() {
         return Ok(());
     }
     for f in files {
         open_regular(f)?.sync_all()?;
     }
-    Ok(())
+    d.sync_all()
 }
 
 /// Append `line` (which should end with `\n`) in one write, creating the file if needed.

@@ -181,9 +181,7 @@ pub fn build_identity(exe: &Path, rt: Option<&Path>) -> Option<String> {
 /// [`build_identity`] of the running executable (the bytes that run, even if the file on disk
 /// was replaced since).
 pub fn own_build_identity(rt: Option<&Path>) -> Option<String> {
-    let f = fs::File::open("/proc/self/exe")
-        .or_else(|_| std::env::current_exe().and_then(fs::File::open))
-        .ok()?;
+    let f = crate::sys::process::open_own_executable().ok()?;
     identity_of_open(f, rt)
 }
 

@@ -1,4 +1,5 @@
-//! Who we are: uid and user name (for lock-holder messages and socket checks).
+//! Who we are: uid, user name and host name (for lock-holder messages, socket checks and event
+//! envelopes). Plain POSIX calls, the same on every platform.
 
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -19,4 +20,17 @@ pub fn name_of(uid: u32) -> String {
         return name.to_string_lossy().into_owned();
     }
     format!("uid {uid}")
+}
+
+/// This host's name (`gethostname`), or `None` when it is empty or unreadable.
+pub fn hostname() -> Option<String> {
+    let mut buf = vec![0u8; 256];
+    // SAFETY: `buf` is live and its length is passed; gethostname writes at most that many bytes.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    buf.truncate(end);
+    let name = String::from_utf8_lossy(&buf).trim().to_string();
+    (!name.is_empty()).then_some(name)
 }
