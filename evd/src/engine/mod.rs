@@ -1,9 +1,11 @@
 //! The pure engine: the model as evd holds it (packed ticks, interned texts, the current
 //! view), verdicts, the audit, the lints, the write limits, receipts and event lines as data,
-//! and the clock's one timestamp shape. Pure: it imports nothing else of evd and touches no
+//! the check memo's pure parts (a tick's rows as kept, the trigger index, event templates), and
+//! the clock's one timestamp shape. Pure: it imports nothing else of evd and touches no
 //! disk, git or socket.
 
 pub mod audit;
+pub mod check_events;
 pub mod clock;
 pub mod events;
 pub mod interned;
@@ -11,5 +13,7 @@ pub mod limits;
 pub mod lint;
 pub mod packed;
 pub mod receipts;
+pub mod rows;
+pub mod triggers;
 pub mod verdict;
 pub mod view;
