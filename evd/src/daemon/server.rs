@@ -748,10 +748,11 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
                         let _ = tokio::task::spawn_blocking(move || r.registry.reap()).await;
                         rounds = rounds.wrapping_add(1);
                         if let (Some(rt), 0) = (&rt, rounds % 10) {
-                            let now = crate::sys::paths::recheck_private_dir(rt);
-                            if now.is_some() && now != said {
-                                tracing::warn!(problem = now.as_deref().unwrap_or_default(), "runtime directory");
-                            }
+                            let now = crate::sys::paths::recheck_private_dir(rt, |problem| {
+                                if said.as_deref() != Some(problem) {
+                                    tracing::warn!(problem, "runtime directory");
+                                }
+                            });
                             said = now;
                         }
                     }

@@ -99,15 +99,26 @@ pub fn check_private_dir(dir: &Path) -> io::Result<()> {
 
 /// The check a running daemon repeats on its runtime directory: `None` while it is private;
 /// otherwise what is wrong. A mode loosened on our own directory is set back to 0700 (the
-/// daemon keeps its files there and cannot move); anything else is only reported.
-pub fn recheck_private_dir(dir: &Path) -> Option<String> {
+/// daemon keeps its files there and cannot move); anything else is only reported. `tell` hears
+/// the problem before anything is set right.
+pub fn recheck_private_dir(dir: &Path, mut tell: impl FnMut(&str)) -> Option<String> {
     let e = check_private_dir(dir).err()?;
     let ours = fs::symlink_metadata(dir)
         .is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink() && m.uid() == users::euid());
-    if ours && fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).is_ok() {
-        return Some(format!("{e} — evd set it back to 0700"));
+    if !ours {
+        let problem = e.to_string();
+        tell(&problem);
+        return Some(problem);
     }
-    Some(e.to_string())
+    // Said before it is set right: whoever sees the mode restored finds the reason logged.
+    let problem = format!("{e} — evd set it back to 0700");
+    tell(&problem);
+    if fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).is_err() {
+        let problem = e.to_string();
+        tell(&problem);
+        return Some(problem);
+    }
+    Some(problem)
 }
 
 /// Open (creating it 0600 if needed) a file of the runtime directory for appending: never
