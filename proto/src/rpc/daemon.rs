@@ -1,0 +1,74 @@
+//! The daemon's own methods: the handshake (`ev.hello`), `ev.status` and `ev.shutdown`.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HelloRequest {
+    pub protocol: u32,
+    pub build_id: String,
+    #[serde(default)]
+    pub client: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Hello {
+    pub protocol: u32,
+    pub build_id: String,
+    pub version: String,
+    pub pid: u32,
+    pub started_at: String,
+    /// Whether the caller's protocol and build match this daemon.
+    pub compatible: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoreStatus {
+    /// The canonical directory holding `.evolving/`.
+    pub root: String,
+    pub ticks: usize,
+    pub head: String,
+    pub opened_at: String,
+    pub writes: u64,
+    /// `watched`, or `degraded: <why>` when a watch could not be made: every answer for this
+    /// store is then validated against the disk first (slower, never stale).
+    #[serde(default)]
+    pub watch: String,
+    /// How long since a request last used the store.
+    #[serde(default)]
+    pub idle_ms: u64,
+}
+
+/// What the daemon process holds right now.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Resources {
+    pub threads: u64,
+    pub open_fds: u64,
+    pub rss_bytes: u64,
+    /// inotify instances held (at most one, whatever the number of stores).
+    pub inotify_instances: u64,
+    /// Directories watched through it.
+    pub inotify_watches: u64,
+    /// Stores with a worker (held, or opened and waiting to be released).
+    pub open_stores: u64,
+    /// Client connections being served.
+    pub connections: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub build_id: String,
+    pub protocol: u32,
+    pub started_at: String,
+    pub uptime_ms: u64,
+    pub socket: String,
+    pub stores: Vec<StoreStatus>,
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShutdownAck {
+    pub pid: u32,
+}
