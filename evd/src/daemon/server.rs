@@ -22,6 +22,7 @@ use proto::rpc::{
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
 
+use super::exactly_once::{exactly_once, write_key, RECORD_ALWAYS};
 use crate::api;
 use crate::daemon::registry::{Limits, Registry, Target};
 use crate::open::OpenStore;
@@ -112,130 +113,6 @@ where
         exactly_once(store, &once, key, arrived, op)
     })
     .await
-}
-
-/// The mark on a write key whose answer is kept even though it appends no tick.
-const RECORD_ALWAYS: &str = "r";
-
-/// What a write is remembered by: the client's request id and a digest of the whole request, so
-/// that a retry (the same request, byte for byte) finds it, while another write a client sends
-/// with the same id (one `check --run` appends several receipts) is a write of its own.
-fn write_key<T: serde::Serialize>(method: &str, req: &T) -> Option<String> {
-    use sha2::Digest;
-    let bytes = serde_json::to_vec(req).ok()?;
-    let mut h = sha2::Sha256::new();
-    h.update(method.as_bytes());
-    h.update([0]);
-    h.update(&bytes);
-    let digest = h.finalize();
-    Some(digest[..8].iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Run the write `op` at most once for its request id: a retry of a write that was done gets
-/// the first answer; one whose tick landed but whose answer was lost is told so; one whose
-/// client stopped waiting before it could start is not applied. The answer is durable in the
-/// request log before it goes out (see [`crate::store::requests`]).
-fn exactly_once<R, F>(
-    store: &mut OpenStore,
-    ctx: &proto::rpc::Context,
-    key: Option<String>,
-    arrived: Instant,
-    op: F,
-) -> Result<R, Refusal>
-where
-    F: FnOnce(&mut OpenStore) -> Result<R, Refusal>,
-    R: serde::Serialize + serde::de::DeserializeOwned,
-{
-    use crate::store::requests::Seen;
-    let id = match ctx.request_id.as_deref() {
-        None => None,
-        Some(id) if crate::store::requests::valid_id(id) => {
-            Some(format!("{id}.{}", key.as_deref().unwrap_or("-")))
-        }
-        Some(_) => {
-            return Err(Refusal::new(
-                codes::REFUSED,
-                "request_id",
-                format!(
-                    "a request id is 1 to {} letters, digits, '-' or '_'",
-                    crate::store::requests::MAX_ID_BYTES
-                ),
-            ))
-        }
-    };
-    if let Some(id) = &id {
-        if store.exists()? {
-            match store.requests.lookup(id) {
-                Some(Seen::Done { answer: Some(a) }) => {
-                    return serde_json::from_value(a).map_err(|e| {
-                        Refusal::new(
-                            codes::INTERNAL,
-                            "internal",
-                            format!("the recorded answer to request {id} is unreadable: {e}"),
-                        )
-                    });
-                }
-                Some(Seen::Done { answer: None }) => return Err(already_applied(id, None)),
-                Some(Seen::Intent { tick }) if store.ticks_dir().join(&tick).is_file() => {
-                    return Err(already_applied(id, Some(&tick)));
-                }
-                _ => {}
-            }
-        }
-    }
-    if let Some(wait) = ctx.wait_ms {
-        let waited = arrived.elapsed();
-        if waited > Duration::from_millis(wait) {
-            return Err(Refusal::new(
-                codes::EXPIRED,
-                "expired",
-                format!(
-                    "not applied: this write waited {:.1} s for the store, longer than its client \
-                     waits ({:.1} s); nothing was written",
-                    waited.as_secs_f64(),
-                    Duration::from_millis(wait).as_secs_f64()
-                ),
-            ));
-        }
-    }
-    store.current_request = id.clone();
-    store.current_agent = ctx.agent_id.clone().filter(|a| !a.is_empty());
-    let writes = store.writes;
-    let out = op(store);
-    store.current_request = None;
-    store.current_agent = None;
-    // Only a write that wrote is remembered (a dry run, a refusal or a no-op leaves no trace):
-    // ticks appended, or, for writes that append no tick (receipts), the caller says so.
-    let wrote =
-        store.writes != writes || key.as_deref().is_some_and(|k| k.starts_with(RECORD_ALWAYS));
-    if let (Some(id), Ok(answer), true) = (&id, &out, wrote) {
-        match serde_json::to_value(answer) {
-            Ok(v) => {
-                if let Err(e) = store.requests.done(id, v) {
-                    tracing::warn!(error = %e, "cannot record a write's answer; a retry will be told it was applied");
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot encode a write's answer for the request log")
-            }
-        }
-    }
-    out
-}
-
-fn already_applied(id: &str, tick: Option<&str>) -> Refusal {
-    let what = match tick {
-        Some(t) => format!("as tick {t} (see `evctl show {t}`)"),
-        None => "already".to_string(),
-    };
-    Refusal::new(
-        codes::ALREADY_APPLIED,
-        "already_applied",
-        format!(
-            "this write (request {id}) was recorded {what} before its answer was lost; nothing \
-             was written again"
-        ),
-    )
 }
 
 /// Run `op` on the store `ctx` names: on its actor, after taking ownership of it (if it exists

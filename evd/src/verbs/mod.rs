@@ -1,5 +1,9 @@
-//! The verbs, one module each, every one a function of a [`OpenStore`] and a request. The daemon's
-//! store actor and evctl's in-process fallback call exactly these, so both give the same answers.
+//! The verbs, one module each, every one a function of an [`crate::open::OpenStore`] and a
+//! request. The daemon's store actor and evctl's in-process fallback call exactly these
+//! (through [`crate::api`]), so both give the same answers.
+//!
+//! A verb never reaches the socket or the daemon (it is called through [`crate::api`]), and never
+//! writes a store file but through the store's appends and `results/` writers.
 
 pub mod brief;
 pub mod check;
