@@ -125,8 +125,10 @@ impl StateWatch {
     }
 
     fn absorb(&mut self, written: &mut StateWritten) {
+        // Every own write named so far must be in this drain, or it would read as someone
+        // else's next time: no fence shared with the request's earlier drains.
         let changes = match self.watch.as_mut() {
-            Some(w) => w.drain(),
+            Some(w) => w.drain_all(),
             None => Changes::Rescan,
         };
         match changes {

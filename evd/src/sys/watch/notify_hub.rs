@@ -27,6 +27,10 @@
 //!
 //! This module must never call into notify while holding the hub's state lock: notify's own
 //! thread takes that lock to route events, and notify's `watch`/`unwatch` wait for that thread.
+//!
+//! It is one file (some 800 lines of code, its tests after) because it is one concern that
+//! reads best whole: the shared watches, the fence and the routing of events all hold the same
+//! two locks in one order, and the invariants above are only checkable with all of it in view.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
@@ -376,8 +380,8 @@ impl Hub {
 
     /// Everything handed over for consumer `id` since its last drain, after a fence: every
     /// event queued before this call has been routed.
-    fn drain(&'static self, id: u64) -> Changes {
-        let fenced = ORDERED && self.fence();
+    fn drain(&'static self, id: u64, strict: bool) -> Changes {
+        let fenced = ORDERED && self.fence(strict);
         let mut inner = self.lock();
         match inner.consumers.get_mut(&id) {
             Some(c) if fenced => c.take(),
@@ -391,7 +395,7 @@ impl Hub {
 
     /// Send a fence through the watcher and wait until it comes back. `false` when it cannot
     /// be sent or did not come back within [`FENCE_WAIT`].
-    fn fence(&'static self) -> bool {
+    fn fence(&'static self, strict: bool) -> bool {
         let deadline = Instant::now() + FENCE_WAIT;
         let mut inner = self.lock();
         if inner.fence.is_none() {
@@ -417,7 +421,11 @@ impl Hub {
         // since the request began is enough: every change that finished before the request
         // began was queued before it, which is all a drain promises. The drains of one request
         // (ticks, receipts, state files, the work tree…) then share one fence.
-        let since = REQUEST_START.with(std::cell::Cell::get);
+        let since = if strict {
+            None
+        } else {
+            REQUEST_START.with(std::cell::Cell::get)
+        };
         let target = match since {
             Some(s) if f.issued_at.is_some_and(|at| at >= s) => f.issued,
             _ => f.issued + 1,
@@ -787,8 +795,17 @@ impl DirWatch {
     }
 
     /// Everything that changed since the last call: blocks only for the fence's round trip.
+    /// Within a request ([`RequestScope`]) it is certain about every change that finished
+    /// before the request began, sharing the request's fence; see [`DirWatch::drain_all`].
     pub fn drain(&mut self) -> Changes {
-        self.hub.drain(self.id)
+        self.hub.drain(self.id, false)
+    }
+
+    /// [`DirWatch::drain`], certain about every write that finished before this call even
+    /// within a request (never sharing a fence written earlier): for a consumer that tells its
+    /// own writes, made during the request, from anyone else's.
+    pub fn drain_all(&mut self) -> Changes {
+        self.hub.drain(self.id, true)
     }
 
     /// The directory this handle watches (as first watched), if the watch still exists.
