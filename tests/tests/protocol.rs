@@ -40,7 +40,19 @@ fn heading_spans(page: &str) -> BTreeSet<String> {
 
 /// The source of the RPC contract, where the trait and the error codes are defined.
 fn rpc_source() -> String {
-    std::fs::read_to_string(workspace_root().join("proto/src/rpc.rs")).expect("proto/src/rpc.rs")
+    // One file per family of methods under proto/src/rpc/: read as one text.
+    let dir = workspace_root().join("proto/src/rpc");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("proto/src/rpc/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("a file of proto/src/rpc/"))
+        .collect()
 }
 
 /// Every `pub const NAME: i32 = VALUE;` of `pub mod codes`, read from its source so that a code
@@ -51,7 +63,7 @@ fn error_codes(source: &str) -> Vec<(String, i32)> {
         .map(|(_, rest)| rest)
         .and_then(|rest| rest.split_once("\n}"))
         .map(|(body, _)| body)
-        .expect("proto/src/rpc.rs has `pub mod codes { … }`");
+        .expect("proto/src/rpc/ has `pub mod codes { … }`");
     body.lines()
         .filter_map(|l| l.trim().strip_prefix("pub const "))
         .map(|decl| {
