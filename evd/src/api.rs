@@ -1,13 +1,14 @@
 //! The one door into the engine. Every front end answers through here: the daemon's RPC server
 //! ([`crate::daemon::server`]) runs these functions on a store's actor, and evctl runs the very
 //! same ones in its own process when no daemon can be reached ([`read`], [`write`]), so a verb
-//! cannot answer differently in the two. One function per `ev.*` method, named after it, taking
-//! its request as the wire carries it.
+//! cannot answer differently in the two. One function per `ev.*` method a store answers, named
+//! after it, taking its request as the wire carries it (the daemon's own methods, `hello`,
+//! `status`, `shutdown` and the `watch` subscription, are the server's alone).
 //!
 //! Besides the requests, a client needs a few things it shares with the daemon: the runtime
-//! directory, child processes with deadlines (and the process groups a client starts), crash-safe files, the clock's timestamp shape,
-//! the config's reading, the daemon lock's holder record and git's cached facts (the context a
-//! request carries is built client-side). They are re-exported under [`shared`], so that evctl
+//! directory, child processes with deadlines (and the process groups a client starts),
+//! crash-safe files, the clock's timestamp shape, the config's reading, the daemon lock's
+//! holder record and git's cached facts (the context a request carries is built client-side). They are re-exported under [`shared`], so that evctl
 //! names this module and nothing else of evd.
 //!
 //! It owns no rule: each function hands its request to the verb that answers it
