@@ -22,10 +22,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+
+use super::common::{Changes, HubStats, Listener, WatchError, DEBOUNCE, MAX_PENDING_NAMES};
 
 /// One request served on this thread. Here every drain reads the kernel's queue itself, so
 /// there is nothing for the drains of one request to share: the scope only marks the request.
@@ -34,30 +36,6 @@ pub struct RequestScope;
 impl RequestScope {
     pub fn begin() -> RequestScope {
         RequestScope
-    }
-}
-
-/// What changed since the last drain.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Changes {
-    /// Nothing at all.
-    Quiet,
-    /// These entries of the directory changed (created, written, removed, renamed, re-moded).
-    Names(BTreeSet<String>),
-    /// Events were lost or the directory itself went away: rescan everything.
-    Rescan,
-}
-
-/// Called on the hub's thread with a live consumer's changes. It must not block for long.
-pub type Listener = Arc<dyn Fn(Changes) + Send + Sync>;
-
-/// Why a directory could not be watched.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchError(pub String);
-
-impl std::fmt::Display for WatchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -76,13 +54,6 @@ fn mask() -> WatchMask {
         | WatchMask::DONT_FOLLOW
         | WatchMask::ONLYDIR
 }
-
-/// Names a consumer may hold before it is told to rescan instead: a consumer nobody drains
-/// (an idle store) costs bounded memory however busy its directory is.
-const MAX_PENDING_NAMES: usize = 8192;
-
-/// How long live changes settle before they are delivered.
-pub const DEBOUNCE: Duration = Duration::from_millis(40);
 
 /// How long after a failed `inotify_init1` the hub tries again.
 const INIT_RETRY: Duration = Duration::from_secs(5);
@@ -137,17 +108,6 @@ impl Consumer {
             Changes::Names(names)
         }
     }
-}
-
-/// What [`Hub::stats`] reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HubStats {
-    /// inotify instances this process holds through the hub (0 or 1).
-    pub instances: usize,
-    /// Watched directories (watch descriptors).
-    pub watches: usize,
-    /// Handles on them.
-    pub consumers: usize,
 }
 
 /// The daemon's hub, created on first use. `EVD_NO_WATCH` (any non-empty value) turns
@@ -539,6 +499,7 @@ impl DirWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn one(name: &str) -> Changes {
         Changes::Names(std::iter::once(name.to_string()).collect())

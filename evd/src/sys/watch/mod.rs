@@ -14,6 +14,9 @@
 //! none of the inotify hub's), see docs/platforms.md. It must not be used for Linux again
 //! until that is found.
 
+mod common;
+pub use common::{Changes, HubStats, Listener, WatchError, DEBOUNCE};
+
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod inotify_hub;
 #[cfg(any(target_os = "linux", target_os = "android"))]

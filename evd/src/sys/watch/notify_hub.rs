@@ -36,35 +36,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use notify::event::ModifyKind;
 use notify::{Config, Event, EventKind, EventKindMask, RecommendedWatcher, Watcher as _};
 
-/// What changed since the last drain.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Changes {
-    /// Nothing at all.
-    Quiet,
-    /// These entries of the directory changed (created, written, removed, renamed, re-moded).
-    Names(BTreeSet<String>),
-    /// Events were lost or the directory itself went away: rescan everything.
-    Rescan,
-}
-
-/// Called on the hub's thread with a live consumer's changes. It must not block for long.
-pub type Listener = Arc<dyn Fn(Changes) + Send + Sync>;
-
-/// Why a directory could not be watched.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchError(pub String);
-
-impl std::fmt::Display for WatchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+use super::common::{Changes, HubStats, Listener, WatchError, DEBOUNCE, MAX_PENDING_NAMES};
 
 /// Writes, creations, removals, renames and attribute changes, and a close after writing; never
 /// opens or reads (every reader of a store would queue one event per file it opens). notify
@@ -77,13 +55,6 @@ fn kinds() -> EventKindMask {
 /// which a fence needs. Only inotify promises it; FSEvents coalesces and reorders within its
 /// latency, and notify's kqueue backend watches each entry on its own.
 const ORDERED: bool = cfg!(any(target_os = "linux", target_os = "android"));
-
-/// Names a consumer may hold before it is told to rescan instead: a consumer nobody drains
-/// (an idle store) costs bounded memory however busy its directory is.
-const MAX_PENDING_NAMES: usize = 8192;
-
-/// How long live changes settle before they are delivered.
-pub const DEBOUNCE: Duration = Duration::from_millis(40);
 
 /// How long after a failed watcher creation the hub tries again.
 const INIT_RETRY: Duration = Duration::from_secs(5);
@@ -216,18 +187,6 @@ impl Consumer {
         self.names.clear();
         self.path = None;
     }
-}
-
-/// What [`Hub::stats`] reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HubStats {
-    /// Watcher instances (on Linux, inotify instances) this process holds through the hub (0
-    /// or 1).
-    pub instances: usize,
-    /// Watched directories.
-    pub watches: usize,
-    /// Handles on them.
-    pub consumers: usize,
 }
 
 /// The daemon's hub, created on first use. `EVD_NO_WATCH` (any non-empty value) turns
@@ -818,6 +777,7 @@ impl DirWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn one(name: &str) -> Changes {
         Changes::Names(std::iter::once(name.to_string()).collect())
