@@ -130,6 +130,38 @@ fn snapshot(repo: &Repo) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// [`snapshot`] once evd has journaled what it did so far. evd journals its own events (ticks
+/// just recorded, a store's first `daemon_started`) to the ledger shortly after each write, off
+/// the request's path: a query writes what waits, so that a comparison against this snapshot
+/// sees only what the commands after it could have touched.
+fn settled_snapshot(w: &World, repo: &Repo) -> BTreeMap<PathBuf, Vec<u8>> {
+    w.evctl(repo.path(), &["ledger", "query", "failures"]).ok();
+    snapshot(repo)
+}
+
+/// Two snapshots hold the same files with the same bytes; on a difference, names the files.
+fn assert_same_files(now: &BTreeMap<PathBuf, Vec<u8>>, before: &BTreeMap<PathBuf, Vec<u8>>) {
+    let differ: Vec<_> = now
+        .keys()
+        .chain(before.keys())
+        .filter(|k| now.get(*k) != before.get(*k))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|k| {
+            let text = |m: &BTreeMap<PathBuf, Vec<u8>>| {
+                m.get(k).map(|b| String::from_utf8_lossy(b).into_owned())
+            };
+            format!(
+                "{}:\n  before: {:?}\n  now:    {:?}",
+                k.display(),
+                text(before),
+                text(now)
+            )
+        })
+        .collect();
+    assert!(differ.is_empty(), "files changed:\n{}", differ.join("\n"));
+}
+
 /// The JSON of one tick of `repo`.
 fn tick(repo: &Repo, id: &str) -> serde_json::Value {
     serde_json::from_str(&read(&repo.ev_dir().join("ticks").join(id))).expect("tick JSON")
@@ -218,14 +250,14 @@ fn canonical_intake_lands_with_upstreams_bytes_and_reruns_skip() {
     let src = "canonical:history.jsonl";
 
     // A dry run reports the same counts and writes nothing.
-    let before = snapshot(&t.ours);
+    let before = settled_snapshot(&w, &t.ours);
     let r = t.same(&w, &["migrate", "--source", src, "--dry-run"]);
     assert_eq!(
         r.stdout,
         "(dry-run) imported 3, skipped 0, re-linked 0, 3 source-only gap(s)\n"
     );
     assert_eq!(r.stderr, "", "a preview has no write path, so no R3 lines");
-    assert_eq!(snapshot(&t.ours), before);
+    assert_same_files(&snapshot(&t.ours), &before);
 
     let r = t.same(&w, &["migrate", "--source", src, "--blame", "Migrator"]);
     assert_eq!(
@@ -405,7 +437,7 @@ fn canonical_and_gate_refusals_match_upstream() {
             t.file("map.txt", m);
             args.extend(["--jurisdiction-map", "map.txt"]);
         }
-        let before = snapshot(&t.ours);
+        let before = settled_snapshot(&w, &t.ours);
         let r = t.same(&w, &args);
         assert_eq!(r.code, 1, "{text}: {r:?}");
         assert!(r.stderr.starts_with("error: "), "{r:?}");
@@ -844,7 +876,7 @@ fn reconcile_counts_match_upstream() {
         "reconcile: in-both 1, source-only 3 (the capture gap), store-only 5, un-keyable 1\n"
     );
     // --source and the backfill flags are ignored in this mode; nothing is written.
-    let before = snapshot(&t.ours);
+    let before = settled_snapshot(&w, &t.ours);
     t.same(
         &w,
         &[
@@ -858,7 +890,7 @@ fn reconcile_counts_match_upstream() {
             "b",
         ],
     );
-    assert_eq!(snapshot(&t.ours), before);
+    assert_same_files(&snapshot(&t.ours), &before);
     let j = w.evctl(
         t.ours.path(),
         &[
@@ -991,11 +1023,7 @@ fn a_malformed_line_7_leaves_every_file_as_it_was() {
     lines.push(r#"{"kind":"ev-decision-intake","decision":"seventh","grounds":[],"provenance":"imported","source_ref":"R7","status":"live"}"#.into());
     lines.extend((8..=12).map(good));
     std::fs::write(repo.path().join("history.jsonl"), lines.join("\n")).expect("write");
-    // evd journals its own events (the ticks just recorded) to the ledger shortly after each
-    // write, off the request's path: have them written now (a query writes what waits), so that
-    // the comparison below sees only what the refused migrates could have touched.
-    w.evctl(repo.path(), &["ledger", "query", "failures"]).ok();
-    let before = snapshot(&repo);
+    let before = settled_snapshot(&w, &repo);
     let r = w.evctl(
         repo.path(),
         &["migrate", "--source", "canonical:history.jsonl"],
@@ -1029,7 +1057,7 @@ fn a_malformed_line_7_leaves_every_file_as_it_was() {
         r.stderr,
         "error: source \"R99\": a C jurisdiction (detect-only) decision cannot carry a runnable test check\n"
     );
-    assert_eq!(snapshot(&repo), before);
+    assert_same_files(&snapshot(&repo), &before);
     let theirs = Repo::new();
     w.ev(theirs.path(), &["init"]).ok();
     std::fs::write(theirs.path().join("gated.jsonl"), lines.join("\n")).expect("write");
@@ -1338,13 +1366,13 @@ fn a_header_with_no_key_is_refused_rather_than_written_unreadably() {
         "### RESOLVED R1: fine\n### RESOLVED: no key here\n",
     );
     let args = ["migrate", "--source", "to-human:th.md", "--blame", "b"];
-    let before = snapshot(&t.ours);
+    let before = settled_snapshot(&w, &t.ours);
     let (a, b) = t.run(&w, &args);
     assert_eq!(
         (a.code, a.stdout.as_str(), a.stderr.as_str()),
         (1, "", "error: source \"\": source_ref string is empty\n")
     );
-    assert_eq!(snapshot(&t.ours), before);
+    assert_same_files(&snapshot(&t.ours), &before);
     assert_eq!(b.code, 0, "upstream imports it: {b:?}");
     let v = w.ev(t.theirs.path(), &["verify"]);
     assert!(v.stdout.contains("source_ref string is empty"), "{v:?}");

@@ -200,6 +200,10 @@ fn actor_loop(
                 Ok(w) => {
                     watching = Some(w);
                     watch_failed = None;
+                    // What changed between the last evaluation and this watch's first event
+                    // reached no listener: one catch-up evaluation (its drains find it) before
+                    // anything else, so a receipt written in that gap is pushed too.
+                    let _ = to_self.send(Msg::Changes(Changes::default()));
                     // Guarded files of the work tree too, for `dirty`: watched once an
                     // evaluation knows which they are.
                     let tx = to_self.clone();

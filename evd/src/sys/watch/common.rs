@@ -1,5 +1,6 @@
-//! What both watch hubs share: the changes a drain or a listener is told, why a directory could
-//! not be watched, the hub's figures and the limits every hub keeps. No watching of its own.
+//! The hub's vocabulary: the changes a drain or a listener is told, why a directory could not be
+//! watched, the hub's figures and the limits it keeps. No watching of its own (that is
+//! [`super::notify_hub`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! Every directory evd watches, through one `notify` watcher for the whole daemon: the hub of
-//! the platforms other than Linux and Android (see [`super`] for why Linux does not use it yet).
+//! Every directory evd watches, through one `notify` watcher for the whole daemon, on every
+//! platform.
 //!
 //! On Linux the watcher is one inotify instance, whose per-user limit is small (128 by default)
 //! and shared with every other program of the user, so evd never creates more than one,
