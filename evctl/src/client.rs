@@ -280,6 +280,27 @@ pub async fn wait_daemon_gone(rt: &Path) {
     }
 }
 
+/// After asking daemon `pid` to stop, wait (bounded) until its daemon lock is free and the
+/// process is gone. `false` when it is still there after that.
+pub async fn wait_process_gone(rt: &Path, pid: u32) -> bool {
+    let path = paths::daemon_lock_path(rt);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let free = match lock::try_lock_private(&path, &lock::Holder::me("evctl")) {
+            Ok(l) => {
+                drop(l);
+                true
+            }
+            Err(_) => false,
+        };
+        if free && !evd::api::shared::process::is_live(pid, "evd") {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
 fn spawn_daemon(binary: &Path, rt: &Path) -> Result<std::process::Child, String> {
     use std::os::unix::process::CommandExt;
     let log = paths::open_private_append(&paths::log_path(rt))

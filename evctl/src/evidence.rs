@@ -4,6 +4,8 @@
 use proto::evidence::Citation;
 use proto::rpc::{EvidenceResult, Refusal, StoreRequest};
 
+use evd::api::shared::beneath::Root;
+
 use crate::context::{self, Needs};
 use crate::render::{self, Out};
 use crate::rpc;
@@ -34,36 +36,90 @@ fn split_target(t: &str) -> (&str, Option<(u64, u64)>) {
     (t, None)
 }
 
-/// The byte span of lines `first..=last` (1-based) of `bytes`.
-fn line_span(bytes: &[u8], first: u64, last: u64) -> Result<(u64, u64), String> {
+/// The byte span of lines `first..=last` (1-based) of the file `f` holds, and its bytes. The
+/// file is read only as far as the span's last line, and a span past [`MAX_SPAN`] is refused
+/// as soon as it is seen (a citation of a few lines at the top of a huge file reads a few
+/// lines). Only to say how many lines a too-short file has is it read to its end.
+fn line_span(
+    f: &mut impl std::io::BufRead,
+    first: u64,
+    last: u64,
+) -> Result<(u64, u64, Vec<u8>), String> {
     if first == 0 || last < first {
         return Err(format!(
             "lines {first}-{last}: lines count from 1, the first no later than the last"
         ));
     }
-    let mut starts = vec![0u64];
-    for (i, b) in bytes.iter().enumerate() {
-        if *b == b'\n' && i + 1 < bytes.len() {
-            starts.push(i as u64 + 1);
+    let mut line = 1u64;
+    let mut at = 0u64;
+    let mut start = None;
+    let mut span = Vec::new();
+    let mut last_seen = None;
+    loop {
+        let buf = f.fill_buf().map_err(|e| e.to_string())?;
+        if buf.is_empty() {
+            break;
+        }
+        let n = buf.len();
+        let mut used = n;
+        for (i, b) in buf.iter().enumerate() {
+            last_seen = Some(*b);
+            if start.is_none() && line == first {
+                start = Some(at + i as u64);
+            }
+            if start.is_some() && line <= last {
+                span.push(*b);
+                if span.len() as u64 > MAX_SPAN {
+                    return Err(format!(
+                        "the span is more than {MAX_SPAN} bytes; a citation covers at most \
+                         {MAX_SPAN}"
+                    ));
+                }
+            }
+            if *b == b'\n' {
+                line += 1;
+                if line > last {
+                    used = i + 1;
+                    break;
+                }
+            }
+        }
+        f.consume(used);
+        at += used as u64;
+        if line > last {
+            break;
         }
     }
-    let lines = starts.len() as u64;
-    if last > lines || bytes.is_empty() {
-        return Err(format!(
-            "the file has {} line(s); lines {first}-{last} are not all in it",
-            if bytes.is_empty() { 0 } else { lines }
-        ));
+    match start {
+        // The last line may lack its newline: the span then runs to the end of the file.
+        Some(start) if line > last || (line == last && !span.is_empty()) => {
+            let end = start + span.len() as u64;
+            Ok((start, end, span))
+        }
+        _ => {
+            // Count the rest, to say how many lines there are.
+            let mut rest = Vec::new();
+            std::io::Read::read_to_end(f, &mut rest).map_err(|e| e.to_string())?;
+            let total = at + rest.len() as u64;
+            let newlines = line - 1 + rest.iter().filter(|b| **b == b'\n').count() as u64;
+            let ends_open = total > 0 && rest.last().copied().or(last_seen) != Some(b'\n');
+            let lines = if total == 0 {
+                0
+            } else {
+                newlines + u64::from(ends_open)
+            };
+            Err(format!(
+                "the file has {lines} line(s); lines {first}-{last} are not all in it"
+            ))
+        }
     }
-    let start = starts[(first - 1) as usize];
-    let end = starts
-        .get(last as usize)
-        .copied()
-        .unwrap_or(bytes.len() as u64);
-    Ok((start, end))
 }
 
-/// The citation of `a`'s bytes as they are now (what `evctl cite` prints).
+/// The citation of `a`'s bytes as they are now (what `evctl cite` prints). The file is opened
+/// the way evd reads evidence (no link anywhere below the repository's root, nothing but a
+/// regular file) and read only as far as the span.
 pub fn cite_marker(s: &Session, a: &CiteArgs) -> Result<Citation, Refusal> {
+    use std::io::{Read, Seek, SeekFrom};
     let refuse = |e: String| Refusal::refused("cite", e);
     let (given, lines) = match &a.bytes {
         Some(_) => (a.target.as_str(), None),
@@ -72,14 +128,20 @@ pub fn cite_marker(s: &Session, a: &CiteArgs) -> Result<Citation, Refusal> {
     let root = s.root(true);
     let rel = context::store_relative(&root, &s.cwd, given).map_err(refuse)?;
     proto::evidence::citable_path(&rel).map_err(refuse)?;
-    let path = root.join(&rel);
-    let m = std::fs::symlink_metadata(&path).map_err(|e| refuse(format!("{rel}: {e}")))?;
-    if !m.is_file() {
-        return Err(refuse(format!("{rel} is not a regular file")));
-    }
-    let bytes = std::fs::read(&path).map_err(|e| refuse(format!("{rel}: {e}")))?;
-    let len = bytes.len() as u64;
-    let (start, end) = match (&a.bytes, lines) {
+    let abs = root.join(&rel).display().to_string();
+    let named = |e: std::io::Error| {
+        let text = e.to_string().replace(&abs, &rel);
+        refuse(if text.starts_with(&rel) {
+            text
+        } else {
+            format!("{rel}: {text}")
+        })
+    };
+    let mut f = Root::new(&root)
+        .open_file(std::path::Path::new(&rel))
+        .map_err(named)?;
+    let len = f.metadata().map_err(named)?.len();
+    let (start, end, span) = match (&a.bytes, lines) {
         (Some(span), _) => {
             let parsed = span
                 .split_once('-')
@@ -94,13 +156,39 @@ pub fn cite_marker(s: &Session, a: &CiteArgs) -> Result<Citation, Refusal> {
                     "--bytes {span}: the span must be non-empty and within the file's {len} bytes"
                 )));
             }
-            (x, y)
+            if y - x > MAX_SPAN {
+                return Err(refuse(format!(
+                    "the span is {} bytes; a citation covers at most {MAX_SPAN}",
+                    y - x
+                )));
+            }
+            f.seek(SeekFrom::Start(x)).map_err(named)?;
+            let mut bytes = Vec::with_capacity((y - x) as usize);
+            (&mut f)
+                .take(y - x)
+                .read_to_end(&mut bytes)
+                .map_err(named)?;
+            (x, x + bytes.len() as u64, bytes)
         }
-        (None, Some((first, last))) => line_span(&bytes, first, last).map_err(refuse)?,
+        (None, Some((first, last))) => {
+            line_span(&mut std::io::BufReader::new(f), first, last).map_err(refuse)?
+        }
         (None, None) if len == 0 => {
             return Err(refuse(format!("{rel} is empty: there is nothing to cite")))
         }
-        (None, None) => (0, len),
+        (None, None) if len > MAX_SPAN => {
+            return Err(refuse(format!(
+                "the span is {len} bytes; a citation covers at most {MAX_SPAN}"
+            )))
+        }
+        (None, None) => {
+            let mut bytes = Vec::with_capacity(len as usize);
+            (&mut f)
+                .take(MAX_SPAN + 1)
+                .read_to_end(&mut bytes)
+                .map_err(named)?;
+            (0, bytes.len() as u64, bytes)
+        }
     };
     if end - start > MAX_SPAN {
         return Err(refuse(format!(
@@ -108,8 +196,7 @@ pub fn cite_marker(s: &Session, a: &CiteArgs) -> Result<Citation, Refusal> {
             end - start
         )));
     }
-    let span = bytes.get(start as usize..end as usize).unwrap_or_default();
-    Ok(proto::evidence::cite(&rel, start, end, span))
+    Ok(proto::evidence::cite(&rel, start, end, &span))
 }
 
 /// `evctl cite`: print the marker for the bytes as they are now.

@@ -435,12 +435,63 @@ fn trouble(hook: Hook, why: &str, json: bool) -> Out {
     out
 }
 
+/// How long a gate may take before it lets the commit or push through: `EVCTL_GATE_TIMEOUT_MS`
+/// (milliseconds), else [`GATE_DEADLINE`].
+fn gate_deadline() -> std::time::Duration {
+    std::env::var("EVCTL_GATE_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(GATE_DEADLINE, |ms| {
+            std::time::Duration::from_millis(ms.max(1))
+        })
+}
+
+/// The gate's default deadline: a warm gate answers in milliseconds, a cold one (evd just
+/// restarted on a large store) in well under this.
+const GATE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// Set once the gate has its answer: the watchdog then stays silent.
+static GATE_DONE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+
+/// Never hold a commit or push hostage: past the deadline, whatever the gate is waiting on (a
+/// stuck or stopped evd, a slow disk), say so in one line and let git go ahead (exit 0).
+fn arm_watchdog(hook: Hook, json: bool) {
+    let deadline = gate_deadline();
+    let spawned = std::thread::Builder::new()
+        .name("evctl-gate-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(deadline);
+            let done = GATE_DONE.lock().unwrap_or_else(|e| e.into_inner());
+            if *done {
+                return;
+            }
+            let why = format!(
+                "no answer within {:.1} s (set EVCTL_GATE_TIMEOUT_MS to wait longer; `evctl \
+                 status` shows what evd is doing)",
+                deadline.as_secs_f64()
+            );
+            trouble(hook, &why, json).emit();
+            std::process::exit(0);
+        });
+    if let Err(e) = spawned {
+        eprintln!("evctl: cannot arm the gate's deadline ({e}); the gate runs without one");
+    }
+}
+
 pub async fn run(s: &mut Session, a: HookArgs) -> Out {
     let hook = a.which.hook();
     let json = s.json;
     if skip_requested() {
         return Out::default();
     }
+    arm_watchdog(hook, json);
+    let out = gate(s, hook, json).await;
+    // Answered in time: the watchdog must not speak (and cannot, while this is held).
+    *GATE_DONE.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    out
+}
+
+async fn gate(s: &mut Session, hook: Hook, json: bool) -> Out {
     // Read git's input first, whatever happens next: a hook that leaves it unread can make git
     // report a broken pipe.
     let input = if hook == Hook::PrePush {

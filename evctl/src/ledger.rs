@@ -66,6 +66,15 @@ pub enum LedgerAction {
     /// Exit 1 at the first check whose verdicts do not come out the same, naming its line and
     /// seq. Uses no clock, locale or network. There is no lenient mode.
     Replay,
+    /// Make the ledger appendable again after a crash or an edit cut its end, saying so in it.
+    ///
+    /// A torn last line (cut short mid-write) is moved aside, whole, under
+    /// `results/runs/<evd's run id>/`, never appended after and never deleted; when lines were
+    /// removed from the end (the file ends before the head evd keeps beside it), the seqs they
+    /// held are declared skipped, so none is ever used twice. Each repair is journaled as a
+    /// `ledger_correction` event naming what was done. Nothing else is changed; a ledger that
+    /// needs no repair is left as it is.
+    Repair,
 }
 
 pub async fn run(s: &mut Session, action: LedgerAction) -> Out {
@@ -73,6 +82,7 @@ pub async fn run(s: &mut Session, action: LedgerAction) -> Out {
         LedgerAction::Append { file } => append(s, file).await,
         LedgerAction::Verify => verify(s).await,
         LedgerAction::Replay => replay(s).await,
+        LedgerAction::Repair => repair(s).await,
         LedgerAction::Query { name, last } => query(s, name, last).await,
     }
 }
@@ -192,6 +202,46 @@ fn render_verify(v: &LedgerVerifyResult, json: bool) -> Out {
         }
     }
     out
+}
+
+async fn repair(s: &mut Session) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let r = s
+        .write(rpc!(req, ledger_repair), || {
+            local_write(&ctx, |st| evd::api::ledger_repair(st, &req))
+        })
+        .await;
+    let json = s.json;
+    s.finish(r, |v| {
+        let mut out = Out::default();
+        if json {
+            out.json(v);
+            return out;
+        }
+        if v.repaired.is_empty() {
+            out.line(format!("ledger needs no repair: {}", v.path));
+            return out;
+        }
+        for (seq, p) in (v.first_seq.unwrap_or_default()..).zip(&v.repaired) {
+            let line = match p["kind"].as_str().unwrap_or_default() {
+                "torn_tail_moved" => format!(
+                    "moved a torn last line ({} bytes) aside to results/{}",
+                    p["bytes"],
+                    p["artifacts"][0]["path"].as_str().unwrap_or_default()
+                ),
+                "lines_removed" => format!(
+                    "lines removed from the end cannot be restored here: seq {}–{} declared skipped",
+                    p["from_seq"], p["to_seq"]
+                ),
+                other => format!("repaired: {other}"),
+            };
+            out.line(format!("{line} (ledger_correction, seq {seq})"));
+        }
+        out
+    })
 }
 
 async fn replay(s: &mut Session) -> Out {

@@ -40,7 +40,7 @@ pub mod shared {
     /// This process's run id, as the ledger records it.
     pub use crate::ledger::run_id;
     pub use crate::store::{config, lock};
-    pub use crate::sys::{child, fsio, paths, process};
+    pub use crate::sys::{beneath, child, fsio, paths, process};
     /// The most paths one `ev.guards` request may name.
     pub use crate::verbs::guards::MAX_PATHS as MAX_GUARDED_PATHS;
     /// Lines a client prints for `migrate`'s answers, the same whoever answered.
@@ -220,6 +220,14 @@ pub fn ledger_replay(
     _req: &StoreRequest,
 ) -> Result<LedgerReplayResult, Refusal> {
     verbs::ledger::replay(s)
+}
+
+/// `ev.ledger.repair`.
+pub fn ledger_repair(
+    s: &mut OpenStore,
+    _req: &StoreRequest,
+) -> Result<proto::rpc::LedgerRepairResult, Refusal> {
+    verbs::ledger::repair(s)
 }
 
 /// `ev.migrate.bind_check`: whether a binding would be accepted (no store).

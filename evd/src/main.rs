@@ -33,6 +33,12 @@ struct Cli {
     /// idle one (default: $EVD_MAX_OPEN_STORES, else 32).
     #[arg(long, global = true, value_name = "N")]
     max_open_stores: Option<usize>,
+    /// How long one request may hold a store before the store is called stuck: a request
+    /// waiting longer gets an error, and while one runs past it, requests to that store are
+    /// refused at once (others are unaffected) and `evctl status` names it (default:
+    /// $EVD_STORE_DEADLINE_MS in milliseconds, else 20 s).
+    #[arg(long, global = true, value_name = "SECS")]
+    store_deadline_secs: Option<u64>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -60,6 +66,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .init();
+    // A test build reads `FAILPOINTS` (see the `failpoints` feature); what ships has none.
+    #[cfg(feature = "failpoints")]
+    let _failpoints = fail::FailScenario::setup();
     let rt_dir = cli.runtime_dir.clone().unwrap_or_else(paths::runtime_dir);
     let limits = limits(&cli);
     match cli.command.unwrap_or(Command::Serve) {
@@ -104,6 +113,11 @@ fn limits(cli: &Cli) -> evd::daemon::registry::Limits {
         .or_else(|| env("EVD_MAX_OPEN_STORES").and_then(|n| usize::try_from(n).ok()))
     {
         l.max_open = n.max(1);
+    }
+    if let Some(secs) = cli.store_deadline_secs {
+        l.deadline = std::time::Duration::from_secs(secs.max(1));
+    } else if let Some(ms) = env("EVD_STORE_DEADLINE_MS") {
+        l.deadline = std::time::Duration::from_millis(ms.max(100));
     }
     l
 }
@@ -206,7 +220,7 @@ fn run(
             let _ = std::fs::remove_file(&sock);
         }
     }
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(300));
     tracing::info!("evd stopped");
     result.map_err(|e| format!("serving failed: {e}"))
 }

@@ -312,6 +312,43 @@ impl World {
         Run::from(c.output().expect("run evctl"))
     }
 
+    /// [`World::evctl`], stopped (SIGKILL) after `limit`: `None` when it did not finish by then,
+    /// so that a hang fails the test that caused it instead of the whole suite.
+    pub fn evctl_within<S: AsRef<OsStr>>(
+        &self,
+        cwd: &Path,
+        args: &[S],
+        limit: Duration,
+    ) -> Option<Run> {
+        let out = tempfile::tempdir().expect("tempdir");
+        let (o, e) = (out.path().join("out"), out.path().join("err"));
+        let mut child = self
+            .command(bin("evctl"))
+            .current_dir(cwd)
+            .args(args)
+            .stdout(std::fs::File::create(&o).expect("stdout file"))
+            .stderr(std::fs::File::create(&e).expect("stderr file"))
+            .spawn()
+            .expect("spawn evctl");
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                break Some(st);
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }?;
+        Some(Run {
+            code: status.code().unwrap_or(-1),
+            stdout: std::fs::read_to_string(&o).unwrap_or_default(),
+            stderr: std::fs::read_to_string(&e).unwrap_or_default(),
+        })
+    }
+
     /// Run upstream ev in `cwd`. Its output comes back with every `ev <verb>` it names read as
     /// `evctl <verb>` ([`as_said_by_evctl`]), the one difference evctl makes on purpose, so that
     /// it compares byte for byte with evctl's.

@@ -279,3 +279,69 @@ fn a_hung_git_fails_one_request_and_the_store_keeps_serving() {
     std::fs::write(&git_head, "ref: refs/heads/main\n").expect("restore HEAD");
     w.evctl(repo.path(), &["check"]).ok();
 }
+
+fn ledger_params(repo: &Path, request_id: &str, intent: &str) -> serde_json::Value {
+    let root = repo.display().to_string();
+    serde_json::json!([{
+        "context": {"store": root, "cwd": root, "request_id": request_id, "wait_ms": 60000},
+        "events": [{"schema_version": "1.1", "event_type": "intent_created", "run_id": "R-x-1",
+            "agent_id": "agent-x", "payload": {"intent_id": intent, "parent_intent_id": null,
+            "goal": "g", "constraints": {}, "scope": {}}}],
+    }])
+}
+
+fn ledger_lines_of(repo: &Repo, intent: &str) -> usize {
+    std::fs::read_to_string(repo.ev_dir().join("results/ledger/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&format!("\"intent_id\":\"{intent}\"")))
+        .count()
+}
+
+/// `ev.ledger.append` with a request id is applied once: a repeat gets the first answer, and a
+/// daemon killed right after the batch was durable (before its answer) is not made to write it
+/// again by the retry.
+#[test]
+fn a_ledger_append_is_applied_once_per_request_id() {
+    let w = World::with_env(&[("FAILPOINTS", "ledger.appended=1*off->return")]);
+    let repo = Repo::new();
+    w.evctl(repo.path(), &["init"]).ok();
+    let params = ledger_params(repo.path(), "rid-T1", "I-1");
+    let first = rpc_post(&w.socket(), "ev.ledger.append", params.clone());
+    assert!(first.get("result").is_some(), "{first}");
+    for _ in 0..2 {
+        let again = rpc_post(&w.socket(), "ev.ledger.append", params.clone());
+        assert_eq!(again["result"], first["result"], "{again}");
+    }
+    assert_eq!(ledger_lines_of(&repo, "I-1"), 1);
+
+    // The second batch kills the daemon once it is durable (the failpoint's second hit).
+    let params = ledger_params(repo.path(), "rid-T2", "I-2");
+    let pid = w.daemon_pid().expect("daemon pid");
+    let lost =
+        std::panic::catch_unwind(|| rpc_post(&w.socket(), "ev.ledger.append", params.clone()));
+    assert!(
+        evd_e2e::wait_until(Duration::from_secs(10), || !evd_e2e::pid_alive(pid)),
+        "the crash point did not stop evd"
+    );
+    if let Ok(v) = &lost {
+        assert!(v.get("result").is_none(), "an answer came back: {v}");
+    }
+    assert_eq!(ledger_lines_of(&repo, "I-2"), 1, "the batch is durable");
+    // A new daemon (without the failpoint) is asked again with the same id: not written twice.
+    let mut w2 = w;
+    w2.env.clear();
+    w2.evctl(repo.path(), &["list"]).ok();
+    let retry = rpc_post(&w2.socket(), "ev.ledger.append", params);
+    assert_eq!(retry["error"]["code"], -32048, "{retry}");
+    assert!(
+        retry["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in the ledger from seq")),
+        "{retry}"
+    );
+    assert_eq!(ledger_lines_of(&repo, "I-2"), 1, "not appended twice");
+    let v = w2.evctl(repo.path(), &["ledger", "verify"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    w2.stop_daemon();
+}

@@ -344,12 +344,10 @@ fn any_rewrite_reorder_removal_or_injection_anywhere_fails_verification_hard() {
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("line 8 (json)"), "{}", out.stderr);
 
-    // A broken ledger takes no client events, and a fault is reported once, as an event.
-    std::fs::write(
-        ledger_file(&r),
-        good.iter().map(|x| format!("{x}\n")).collect::<String>(),
-    )
-    .expect("restore");
+    // A broken ledger takes no client events, and a fault is reported once, as an event. (A
+    // fresh ledger: the faults above were reported in this one, past the lines rewritten.)
+    let r = repo(&w);
+    let good = valid_ledger(&w, &r, 8);
     let mut l = good.clone();
     l.swap(1, 2);
     let (_, _, first) = tampered(&w, &r, &l);
@@ -888,4 +886,197 @@ fn artifacts_live_only_under_their_run_and_a_changed_one_fails_verification() {
     w.evctl(r.path(), &["ledger", "verify"]).ok();
     let evs = events(&r);
     assert_eq!(of_type(&evs, "ledger_validation_error").len(), 1);
+}
+
+/// The end of the chain: a removed or edited last line is caught by the head evd keeps beside
+/// the file (an edit that keeps the length and puts the mtime back too, by a running evd); a
+/// torn or shortened ledger takes no event until `evctl ledger repair`, which moves a torn
+/// fragment aside, declares removed seqs skipped (never used twice) and says so in the ledger.
+#[test]
+fn the_end_of_the_chain_is_held_by_its_head_and_repaired_explicitly() {
+    let w = World::new();
+    let r = repo(&w);
+    let good = valid_ledger(&w, &r, 5);
+    let path = ledger_file(&r);
+    let write = |lines: &[String], end: &str| {
+        let text: String = lines.iter().map(|x| format!("{x}\n")).collect();
+        std::fs::write(&path, format!("{}{end}", text)).expect("write");
+    };
+    let verify = || {
+        let out = w.evctl(r.path(), &["--json", "ledger", "verify"]);
+        let v: Value = serde_json::from_str(&out.stdout).expect("json");
+        (out.code, v)
+    };
+    assert_eq!(verify().0, 0);
+    let head = std::fs::read_to_string(r.ev_dir().join("results/ledger/head")).expect("head");
+    assert!(head.contains("\"seq\":5"), "{head}");
+
+    // The last line edited in place, same length, its mtime put back: a warm evd sees it.
+    let before = std::fs::metadata(&path)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    let mut l = good.clone();
+    l[4] = l[4].replacen("0.5", "0.6", 1);
+    assert_eq!(l[4].len(), good[4].len());
+    write(&l, "");
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .expect("open")
+        .set_modified(before)
+        .expect("utime");
+    let (code, v) = verify();
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["fault"]["rule"], "head", "{v}");
+    assert!(
+        v["fault"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("edited"),
+        "{v}"
+    );
+    // (The fault was reported as seq 6; a fresh ledger for the next case.)
+    let r = repo(&w);
+    let good = valid_ledger(&w, &r, 5);
+    let path = ledger_file(&r);
+    let write = |lines: &[String], end: &str| {
+        let text: String = lines.iter().map(|x| format!("{x}\n")).collect();
+        std::fs::write(&path, format!("{}{end}", text)).expect("write");
+    };
+    let verify = || {
+        let out = w.evctl(r.path(), &["--json", "ledger", "verify"]);
+        let v: Value = serde_json::from_str(&out.stdout).expect("json");
+        (out.code, v)
+    };
+
+    // The last line removed: caught, and nothing reuses its seq.
+    write(&good[..4], "");
+    let (code, v) = verify();
+    assert_eq!(
+        (code, v["fault"]["rule"].clone()),
+        (1, json!("head")),
+        "{v}"
+    );
+    assert!(
+        v["fault"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("removed from its end"),
+        "{v}"
+    );
+    let refused = append(&w, &r, &[variant("I-1", "P-9", 0.5)]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(
+        refused.stderr.contains("ledger repair"),
+        "{}",
+        refused.stderr
+    );
+    let fixed = w.evctl(r.path(), &["ledger", "repair"]).ok();
+    assert!(
+        fixed.stdout.contains("seq 5–5 declared skipped"),
+        "{}",
+        fixed.stdout
+    );
+    assert_eq!(verify().0, 0, "a repaired ledger verifies");
+    let out = append(&w, &r, &[variant("I-1", "P-9", 0.5)]).ok();
+    assert!(
+        out.stdout.contains("seq 7"),
+        "seq 5 is never used again: {}",
+        out.stdout
+    );
+
+    // A torn last line: reported, nothing appended after it, moved aside whole by a repair.
+    let now = lines(&path);
+    let mut torn = now.clone();
+    let last = torn.len() - 1;
+    torn[last].truncate(30);
+    let fragment = torn[last].clone();
+    let text: String = torn.iter().map(|x| format!("{x}\n")).collect();
+    std::fs::write(&path, text.trim_end_matches('\n')).expect("tear");
+    assert_eq!(verify().0, 1);
+    let refused = append(&w, &r, &[variant("I-1", "P-10", 0.5)]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let fixed = w.evctl(r.path(), &["--json", "ledger", "repair"]).ok();
+    let v: Value = serde_json::from_str(&fixed.stdout).expect("json");
+    let moved = v["repaired"]
+        .as_array()
+        .expect("repaired")
+        .iter()
+        .find(|p| p["kind"] == "torn_tail_moved")
+        .expect("the fragment moved")
+        .clone();
+    let kept = r
+        .ev_dir()
+        .join("results")
+        .join(moved["artifacts"][0]["path"].as_str().expect("path"));
+    assert_eq!(std::fs::read_to_string(kept).expect("kept"), fragment);
+    assert!(!std::fs::read_to_string(&path)
+        .expect("read")
+        .contains(&format!("{fragment}\n")));
+    assert_eq!(verify().0, 0, "{:?}", lines(&path));
+    append(&w, &r, &[variant("I-1", "P-10", 0.5)]).ok();
+    let again = w.evctl(r.path(), &["ledger", "repair"]).ok();
+    assert!(
+        again.stdout.starts_with("ledger needs no repair"),
+        "{}",
+        again.stdout
+    );
+}
+
+/// The door: evd's own agent ids are reserved (a client's `tool_call` is accepted under its own
+/// agent id, never under `evd`), R8 holds for a bounded field wherever it appears, and an
+/// artifact without a sha256 is refused (evidence nobody can check).
+#[test]
+fn the_door_reserves_evds_agent_id_bounds_every_metric_and_wants_artifact_hashes() {
+    let w = World::new();
+    let r = repo(&w);
+    let tool = |agent: &str| {
+        json!({"schema_version": "1.1", "event_type": "tool_call", "run_id": "R-tool-1",
+               "agent_id": agent, "payload": {"tool_name": "bash", "command": "make",
+               "exit_code": 0, "duration_ms": 5}})
+    };
+    let out = append(&w, &r, &[tool("evd")]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("reserved for evd's own events"),
+        "{}",
+        out.stderr
+    );
+    let out = append(&w, &r, &[tool("evctl")]);
+    assert_eq!(out.code, 1, "{out:?}");
+    append(&w, &r, &[tool("agent-runner-3")]).ok();
+
+    let policy = json!({"schema_version": "1.1", "event_type": "policy_changed",
+        "run_id": "R-p-1", "agent_id": "ops", "payload": {"lambda": -1}});
+    let out = append(&w, &r, &[policy]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(
+        out.stderr.contains("R8") && out.stderr.contains("payload.lambda is -1"),
+        "{}",
+        out.stderr
+    );
+
+    let results = r.ev_dir().join("results");
+    std::fs::create_dir_all(results.join("runs/R-test-1")).expect("mkdir");
+    std::fs::write(results.join("runs/R-test-1/log.txt"), "ok\n").expect("write");
+    append(
+        &w,
+        &r,
+        &[intent("I-1", None), variant("I-1", "P-1", 0.7)]
+            .into_iter()
+            .chain(selected_and_started("I-1", "P-1", "S-1"))
+            .collect::<Vec<_>>(),
+    )
+    .ok();
+    let done = ev(
+        "execution_completed",
+        json!({"intent_id": "I-1", "plan_id": "P-1", "sandbox_id": "S-1", "status": "failure",
+               "failure_reason": "tests", "actual": {"p_success": 0.0},
+               "artifacts": [{"kind": "log", "path": "runs/R-test-1/log.txt"}]}),
+    );
+    let out = append(&w, &r, &[done]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert!(out.stderr.contains("has no sha256"), "{}", out.stderr);
+    w.evctl(r.path(), &["ledger", "verify"]).ok();
 }

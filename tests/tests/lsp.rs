@@ -402,3 +402,44 @@ fn a_restarted_daemon_is_followed() {
     w.evctl(p, &["check", "--run"]).ok();
     diagnostics(&mut c, &schema, 1);
 }
+
+/// Every request gets an answer, whatever it lacks: an id without a method, a second
+/// `initialize`; a frame whose `Content-Length` cannot be read ends the server with that said
+/// on stderr (the framing is lost: nothing after it can be trusted), as docs/editors.md says.
+#[test]
+fn every_request_is_answered_and_lost_framing_is_said_on_stderr() {
+    for bad_length in ["-5", "ten", ""] {
+        let w = World::new();
+        let repo = Repo::new();
+        w.evctl(repo.path(), &["init"]).ok();
+        let err = tempfile::NamedTempFile::new().expect("stderr file");
+        let mut cmd = w.command(bin("evctl"));
+        cmd.arg("lsp")
+            .current_dir(repo.path())
+            .stderr(err.reopen().expect("reopen"));
+        let mut c = LspClient::spawn(cmd).expect("spawn evctl lsp");
+        c.initialize(repo.path(), json!({}), json!({}))
+            .expect("initialize answered");
+        c.send_raw(b"Content-Length: 24\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":5}");
+        let r = c
+            .response(5, WAIT)
+            .expect("an answer to an id without a method");
+        assert_eq!(r["error"]["code"], -32600, "{r}");
+        let again = c
+            .call("initialize", json!({"capabilities": {}}), WAIT)
+            .expect("an answer to a second initialize");
+        assert_eq!(again["error"]["code"], -32600, "{again}");
+        let header = if bad_length.is_empty() {
+            "X-Other: 1\r\n\r\n{}".to_string()
+        } else {
+            format!("Content-Length: {bad_length}\r\n\r\n{{}}")
+        };
+        c.send_raw(header.as_bytes());
+        assert_eq!(c.exited(WAIT), Some(1), "the server ends on lost framing");
+        let said = std::fs::read_to_string(err.path()).expect("stderr");
+        assert!(
+            said.contains("evctl lsp:") && said.contains("Content-Length"),
+            "{bad_length:?}: {said}"
+        );
+    }
+}

@@ -184,6 +184,25 @@ fn every_check_replays_to_the_fingerprint_it_recorded() {
     );
 }
 
+/// Write `lines` as the ledger and its head as evd keeps it beside the file (the seq and hash
+/// of the last line): a forger who can write both, which no chain kept on one host can detect
+/// (docs/ledger.md says so); the replay still can.
+fn put(path: &std::path::Path, lines: &[String]) {
+    std::fs::write(
+        path,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .expect("write the ledger");
+    let last = lines.last().expect("a line");
+    let v: Value = serde_json::from_str(last).expect("json");
+    let mut head =
+        serde_json::json!({"seq": v["seq"], "hash": evd::ledger::rules::line_hash(last)})
+            .to_string();
+    head.push_str(&" ".repeat(127 - head.len()));
+    head.push('\n');
+    std::fs::write(path.with_file_name("head"), head).expect("write the head");
+}
+
 /// Rewrite `lines[at]` with `edit`, then recompute every later line's `prev` (a forger who
 /// knows the chain): the result verifies.
 fn forge(lines: &mut [String], at: usize, edit: impl Fn(&str) -> String) {
@@ -248,11 +267,7 @@ fn a_receipt_changed_in_the_ledger_fails_the_replay_even_with_the_chain_rewritte
     // out the same at the first check that read the receipt.
     let mut forged = good.clone();
     forge(&mut forged, at, red);
-    std::fs::write(
-        &path,
-        forged.iter().map(|l| format!("{l}\n")).collect::<String>(),
-    )
-    .expect("forge");
+    put(&path, &forged);
     let verified = w.evctl(r.path(), &["ledger", "verify"]);
     assert_eq!(verified.code, 0, "the forged chain verifies: {verified:?}");
     let (code, v) = replay(&w, &r);
@@ -281,21 +296,13 @@ fn a_receipt_changed_in_the_ledger_fails_the_replay_even_with_the_chain_rewritte
             .to_string();
         l.replacen(&now, "2099-01-01T00:00:00Z", 1)
     });
-    std::fs::write(
-        &path,
-        forged.iter().map(|l| format!("{l}\n")).collect::<String>(),
-    )
-    .expect("forge");
+    put(&path, &forged);
     let (code, v) = replay(&w, &r);
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["fault"]["line"], first_check_after, "{v}");
 
     // Put back, it replays again.
-    std::fs::write(
-        &path,
-        good.iter().map(|l| format!("{l}\n")).collect::<String>(),
-    )
-    .expect("restore");
+    put(&path, &good);
     assert_eq!(replay(&w, &r).0, 0);
 }
 

@@ -631,10 +631,18 @@ impl Drafts {
             }
             d.stamp = now;
             // A draft larger than any tick could be is not read.
-            let text = match std::fs::metadata(&d.path) {
-                Ok(m) if m.len() <= 1 << 20 => std::fs::read_to_string(&d.path).ok(),
-                _ => None,
-            };
+            let text = evd::api::shared::fsio::open_regular(&d.path)
+                .ok()
+                .and_then(|f| {
+                    let mut s = String::new();
+                    std::io::Read::read_to_string(
+                        &mut std::io::Read::take(f, (1 << 20) + 1),
+                        &mut s,
+                    )
+                    .ok()
+                    .filter(|n| *n <= 1 << 20)
+                    .map(|_| s)
+                });
             let Some(text) = text else { continue };
             match draft_tokens(&text) {
                 Ok(None) => {}

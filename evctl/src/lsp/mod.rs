@@ -308,6 +308,14 @@ impl Server {
         }
         let id = r.id.clone();
         let result = match r.method.as_str() {
+            // The specification allows it once; a second one is an invalid request.
+            "initialize" => {
+                return self.reply_err(
+                    id,
+                    ErrorCode::InvalidRequest,
+                    "evctl lsp: initialize may only be sent once, and it was already",
+                )
+            }
             "shutdown" => {
                 self.shutdown = true;
                 Ok(Value::Null)
@@ -326,7 +334,7 @@ impl Server {
                 params::<CodeActionParams>(r.params).map(|p| match self.rel(&p.text_document.uri) {
                     Some(rel) => {
                         // The bytes as saved: the server keeps no document text.
-                        let span = saved(&self.root.join(&rel), CITE_READ)
+                        let span = saved(&self.root, &rel, CITE_READ)
                             .and_then(|t| diagnostics::selection_span(&t, p.range));
                         json!(commands::actions(self.guards.as_deref(), &rel, span))
                     }
@@ -583,7 +591,7 @@ impl Server {
         for (uri, rel) in files {
             let mut d = diagnostics::for_path(&g, &rel, now);
             if cited.contains(&rel) {
-                let text = saved(&self.root.join(&rel), CITE_READ);
+                let text = saved(&self.root, &rel, CITE_READ);
                 d.extend(diagnostics::for_evidence(&g, &rel, text.as_deref()));
             }
             if !d.is_empty() {
@@ -608,14 +616,15 @@ impl Server {
     }
 }
 
-/// The first `limit` bytes of the regular file at `path` (never through a link).
-fn saved(path: &Path, limit: u64) -> Option<Vec<u8>> {
+/// The first `limit` bytes of the regular file `rel` of the repository at `root`, walked to as
+/// evd reads evidence: no link below the root followed.
+fn saved(root: &Path, rel: &str, limit: u64) -> Option<Vec<u8>> {
     use std::io::Read;
-    if !std::fs::symlink_metadata(path).ok()?.is_file() {
-        return None;
-    }
+    // Non-blocking, never through a final link, nothing but a regular file: a FIFO planted
+    // where a cited file was never holds the editor up.
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
+    evd::api::shared::beneath::Root::new(root)
+        .open_file(Path::new(rel))
         .ok()?
         .take(limit)
         .read_to_end(&mut bytes)

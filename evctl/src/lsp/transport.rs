@@ -185,6 +185,15 @@ fn parse(body: &[u8]) -> Incoming {
     let id = value
         .get("id")
         .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+    // An id with neither a method nor a result or error is no response: an invalid request,
+    // answered as one (a response would be ignored, and its sender left waiting).
+    let member = |k: &str| value.get(k).is_some();
+    if id.is_some() && !member("method") && !member("result") && !member("error") {
+        return Incoming::Bad {
+            id,
+            why: "a request without a method".into(),
+        };
+    }
     match serde_json::from_value::<Message>(value) {
         Ok(m) => Incoming::Message(m),
         Err(e) => Incoming::Bad {

@@ -420,7 +420,7 @@ pub fn fingerprint(root: &Path, cited: Vec<String>) -> u64 {
     for f in ["", "HEAD", "packed-refs"] {
         add(&git.join(f));
     }
-    if let Ok(head) = std::fs::read_to_string(git.join("HEAD")) {
+    if let Ok(head) = evd::api::shared::fsio::read_text(&git.join("HEAD")) {
         if let Some(r) = head.trim().strip_prefix("ref: ") {
             if !r.split('/').any(|c| c == "..") {
                 add(&git.join(r));

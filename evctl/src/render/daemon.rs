@@ -64,6 +64,19 @@ pub fn status(s: &DaemonStatus, json: bool) -> Out {
             if !st.watch.is_empty() {
                 out.line(format!("    {}", st.watch));
             }
+            if let Some(b) = &st.busy {
+                out.line(format!(
+                    "    {} `{}` for {}{}",
+                    if b.stuck { "STUCK on" } else { "busy with" },
+                    b.what,
+                    human_ms(b.running_ms),
+                    if b.stuck {
+                        " (past its deadline: its requests are refused at once; `evctl shutdown` frees it)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
         }
     }
     out

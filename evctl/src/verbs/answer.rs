@@ -16,7 +16,7 @@ pub(super) fn open_answer(rt_dir: &Path, file: &proto::rpc::AnswerRef) -> Option
     }
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .ok()?;
     let m = f.metadata().ok()?;

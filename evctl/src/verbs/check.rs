@@ -50,7 +50,7 @@ fn warn_now(line: &str) {
 pub fn verdict_context(s: &Session, offline: bool) -> proto::rpc::Context {
     let root = s.root(true);
     let policy = evd::api::shared::config::Config::parse(
-        std::fs::read_to_string(root.join(".evolving").join("config"))
+        evd::api::shared::fsio::read_text(&root.join(".evolving").join("config"))
             .ok()
             .as_deref(),
     )

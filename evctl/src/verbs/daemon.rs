@@ -64,7 +64,19 @@ pub async fn shutdown(g: &Globals) -> Out {
         return render::refusal(&call_error(e), g.json);
     }
     // Answer only once it is really gone: its stores and socket are released by then.
-    client::wait_daemon_gone(&rt).await;
+    if !client::wait_process_gone(&rt, pid).await {
+        return render::refusal(
+            &Refusal::new(
+                proto::rpc::codes::STOPPING,
+                "still_running",
+                format!(
+                    "asked evd pid {pid} to stop, but it is still running 5 s later; stop it with \
+                     `kill {pid}` (or `kill -9 {pid}` if that does not end it)"
+                ),
+            ),
+            g.json,
+        );
+    }
     let mut out = Out::default();
     if g.json {
         out.json(&serde_json::json!({"stopped": true, "pid": pid}));

@@ -73,7 +73,20 @@ where
                 }
                 Some(Seen::Done { answer: None }) => return Err(already_applied(id, None)),
                 Some(Seen::Intent { tick }) if store.ticks_dir().join(&tick).is_file() => {
-                    return Err(already_applied(id, Some(&tick)));
+                    return Err(already_applied(
+                        id,
+                        Some(format!("as tick {tick} (see `evctl show {tick}`)")),
+                    ));
+                }
+                // The batch landed (its first line is there, as it was to be) but the answer
+                // was lost: it is not appended twice.
+                Some(Seen::LedgerIntent { seq, hash })
+                    if store.ledger.line_hash(seq).as_deref() == Some(hash.as_str()) =>
+                {
+                    return Err(already_applied(
+                        id,
+                        Some(format!("in the ledger from seq {seq}")),
+                    ));
                 }
                 _ => {}
             }
@@ -119,11 +132,8 @@ where
     out
 }
 
-fn already_applied(id: &str, tick: Option<&str>) -> Refusal {
-    let what = match tick {
-        Some(t) => format!("as tick {t} (see `evctl show {t}`)"),
-        None => "already".to_string(),
-    };
+fn already_applied(id: &str, what: Option<String>) -> Refusal {
+    let what = what.unwrap_or_else(|| "already".to_string());
     Refusal::new(
         codes::ALREADY_APPLIED,
         "already_applied",

@@ -29,8 +29,8 @@ type Job = Box<dyn FnOnce(&mut OpenStore) + Send>;
 
 /// What a store's actor thread receives.
 enum Msg {
-    /// A request to run.
-    Job(Job),
+    /// A request to run, and what it is (for `status` while it runs).
+    Job(&'static str, Job),
     /// The watcher saw these changes.
     Changes(Changes),
     /// Release the store and end the thread.
@@ -43,11 +43,17 @@ const EVENT_BUFFER: usize = 4096;
 /// How long a store whose watch could not be made waits before trying again.
 const WATCH_RETRY: Duration = Duration::from_secs(30);
 
-/// How long open stores may sit unused, and how many may be open at once.
+/// How long open stores may sit unused, how many may be open at once, and how long one
+/// request may hold a store's thread.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub idle: Duration,
     pub max_open: usize,
+    /// Past this, a request still waiting for its store gets an error, and a store whose
+    /// thread is at one request longer than this refuses new ones at once (it is stuck).
+    /// Every request evd serves is short (tests run in the client): a cold evaluation of a
+    /// large store takes seconds, never this long.
+    pub deadline: Duration,
 }
 
 impl Default for Limits {
@@ -55,9 +61,23 @@ impl Default for Limits {
         Limits {
             idle: Duration::from_secs(600),
             max_open: 32,
+            deadline: Duration::from_secs(20),
         }
     }
 }
+
+/// What a store's thread is at right now.
+#[derive(Debug, Clone)]
+struct Running {
+    what: &'static str,
+    since: Instant,
+}
+
+/// The thread's current work, shared with the requests that wait on it.
+type Current = Arc<Mutex<Option<Running>>>;
+
+/// Shown in `status` once a request has held the store this long.
+const SHOW_BUSY_AFTER: Duration = Duration::from_secs(1);
 
 /// What `status` reports about a store, refreshed after every request.
 #[derive(Debug, Clone, Default)]
@@ -84,6 +104,9 @@ pub struct StoreActor {
     last_used: AtomicU64,
     /// The actor's thread, joined by [`StoreActor::stop_and_wait`].
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// What that thread is at now.
+    current: Current,
+    deadline: Duration,
 }
 
 /// React to what the watcher saw: keep the state files and the verdict snapshot current. The
@@ -116,7 +139,16 @@ fn actor_loop(
     snap: Arc<Mutex<Snapshot>>,
     push: broadcast::Sender<WatchEvent>,
     predecessor: Option<Arc<StoreActor>>,
+    current: Current,
 ) {
+    let at = |what: Option<&'static str>| {
+        if let Ok(mut c) = current.lock() {
+            *c = what.map(|what| Running {
+                what,
+                since: Instant::now(),
+            });
+        }
+    };
     // The same store's previous actor (released, or serving it under its old path) lets go of
     // the lock before this one takes it.
     if let Some(p) = predecessor {
@@ -132,13 +164,18 @@ fn actor_loop(
             // Work left for later is done when due, whether or not requests keep coming.
             None => loop {
                 match store.idle_work_at() {
-                    Some(at) if at <= Instant::now() => store.on_idle(),
-                    Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now()))
-                    {
-                        Ok(m) => break Some(m),
-                        Err(mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(mpsc::RecvTimeoutError::Disconnected) => break None,
-                    },
+                    Some(due) if due <= Instant::now() => {
+                        at(Some("idle work (the journal, remembered answers)"));
+                        store.on_idle();
+                        at(None);
+                    }
+                    Some(due) => {
+                        match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                            Ok(m) => break Some(m),
+                            Err(mpsc::RecvTimeoutError::Timeout) => {}
+                            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                        }
+                    }
                     None => break rx.recv().ok(),
                 }
             },
@@ -148,12 +185,15 @@ fn actor_loop(
         };
         match msg {
             Msg::Stop => break,
-            Msg::Job(job) => {
+            Msg::Job(what, job) => {
                 let _one_request = crate::sys::watch::RequestScope::begin();
-                job(&mut store)
+                at(Some(what));
+                job(&mut store);
+                at(None);
             }
             Msg::Changes(mut c) => {
                 let _one_request = crate::sys::watch::RequestScope::begin();
+                at(Some("re-evaluation after a change"));
                 // Everything the watcher already sent is one batch.
                 loop {
                     match rx.try_recv() {
@@ -176,6 +216,7 @@ fn actor_loop(
                     }
                 }
                 on_changes(&mut store, &c);
+                at(None);
                 if c.rescan {
                     let _ = push.send(WatchEvent::Resync {
                         reason: "the watcher rescanned the store".into(),
@@ -255,7 +296,11 @@ fn actor_loop(
 }
 
 impl StoreActor {
-    fn spawn(root: PathBuf, predecessor: Option<Arc<StoreActor>>) -> std::io::Result<StoreActor> {
+    fn spawn(
+        root: PathBuf,
+        predecessor: Option<Arc<StoreActor>>,
+        deadline: Duration,
+    ) -> std::io::Result<StoreActor> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let snapshot = Arc::new(Mutex::new(Snapshot::default()));
         let snap = Arc::clone(&snapshot);
@@ -263,9 +308,11 @@ impl StoreActor {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let push = events.clone();
         let to_self = tx.clone();
+        let current: Current = Arc::default();
+        let busy = Arc::clone(&current);
         let thread = std::thread::Builder::new()
             .name("evd-store".into())
-            .spawn(move || actor_loop(thread_root, rx, to_self, snap, push, predecessor))?;
+            .spawn(move || actor_loop(thread_root, rx, to_self, snap, push, predecessor, busy))?;
         Ok(StoreActor {
             root,
             opened_at: crate::engine::clock::now_rfc3339(),
@@ -275,7 +322,40 @@ impl StoreActor {
             leases: AtomicUsize::new(0),
             last_used: AtomicU64::new(0),
             thread: Mutex::new(Some(thread)),
+            current,
+            deadline,
         })
+    }
+
+    /// What the thread is at, and for how long, if anything.
+    fn running(&self) -> Option<(&'static str, Duration)> {
+        let c = self.current.lock().ok()?;
+        c.as_ref().map(|r| (r.what, r.since.elapsed()))
+    }
+
+    /// The refusal of a request that found this store stuck, or waited for it in vain.
+    fn busy_refusal(&self, began: bool) -> Refusal {
+        let deadline = self.deadline.as_secs_f64();
+        let holding = match self.running() {
+            Some((what, for_)) => format!("`{what}` has held it for {:.1} s", for_.as_secs_f64()),
+            None => "it is busy".to_string(),
+        };
+        let message = if began {
+            format!(
+                "store {} did not answer within {deadline:.1} s ({holding}); this request is \
+                 still running: a write may still be applied, and retrying it with the same \
+                 request id tells its outcome",
+                self.root.display()
+            )
+        } else {
+            format!(
+                "store {} is stuck: {holding}, past its {deadline:.1} s deadline; this request \
+                 was not run and nothing was written (other stores are unaffected; `evctl \
+                 status` shows what it is stuck on, and restarting evd frees it)",
+                self.root.display()
+            )
+        };
+        Refusal::new(codes::STORE_BUSY, "store_busy", message)
     }
 
     /// Stop the actor and wait until its store (and with it the store's lock) is released:
@@ -313,15 +393,35 @@ impl StoreActor {
         self.events.subscribe()
     }
 
-    /// Run `f` on the store's own thread and wait for its answer. A panic inside `f` becomes an
-    /// internal error for this request; the actor keeps serving.
-    async fn run<R, F>(&self, f: F) -> Result<R, Refusal>
+    /// Run `f` (the request `what`) on the store's own thread and wait for its answer, at most
+    /// the store's deadline. A store stuck past its deadline refuses at once; a request that
+    /// waited that long in vain is refused, and, when it had not begun, never runs. A panic
+    /// inside `f` becomes an internal error for this request; the actor keeps serving.
+    async fn run<R, F>(&self, what: &'static str, f: F) -> Result<R, Refusal>
     where
         F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
         R: Send + 'static,
     {
+        if self
+            .running()
+            .is_some_and(|(_, for_)| for_ >= self.deadline)
+        {
+            return Err(self.busy_refusal(false));
+        }
         let (tx, rx) = oneshot::channel();
+        // Whether the job began, and whether its caller gave up: one of the two always sees
+        // the other (both sequentially consistent), so a job whose caller was told "not run"
+        // never runs.
+        let began = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (b, a) = (Arc::clone(&began), Arc::clone(&abandoned));
         let job: Job = Box::new(move |store| {
+            b.store(true, Ordering::SeqCst);
+            if a.load(Ordering::SeqCst) {
+                return;
+            }
+            // The fault campaign wedges a store here (`FAILPOINTS='ev.check=sleep(60000)'`).
+            fail::fail_point!(what);
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store)))
                 .unwrap_or_else(|_| {
                     Err(Refusal::new(
@@ -332,8 +432,16 @@ impl StoreActor {
                 });
             let _ = tx.send(out);
         });
-        self.jobs.send(Msg::Job(job)).map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
+        self.jobs.send(Msg::Job(what, job)).map_err(|_| gone())?;
+        match tokio::time::timeout(self.deadline, rx).await {
+            Ok(answer) => answer.map_err(|_| gone())?,
+            Err(_) => {
+                abandoned.store(true, Ordering::SeqCst);
+                let began = began.load(Ordering::SeqCst);
+                tracing::warn!(store = %self.root.display(), what, began, "a request waited past the store's deadline");
+                Err(self.busy_refusal(began))
+            }
+        }
     }
 
     /// What `status` says about this store; `None` when this daemon does not own it (a
@@ -356,6 +464,14 @@ impl StoreActor {
             writes: s.writes,
             watch: s.watch,
             idle_ms,
+            busy: self
+                .running()
+                .filter(|(_, for_)| *for_ >= SHOW_BUSY_AFTER)
+                .map(|(what, for_)| proto::rpc::StoreBusy {
+                    what: what.to_string(),
+                    running_ms: u64::try_from(for_.as_millis()).unwrap_or(u64::MAX),
+                    stuck: for_ >= self.deadline,
+                }),
         })
     }
 }
@@ -375,13 +491,14 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// Run `f` on the store's own thread and wait for its answer.
-    pub async fn run<R, F>(&self, f: F) -> Result<R, Refusal>
+    /// Run `f` (the request `what`) on the store's own thread and wait for its answer, at
+    /// most the store's deadline (see [`Limits::deadline`]).
+    pub async fn run<R, F>(&self, what: &'static str, f: F) -> Result<R, Refusal>
     where
         F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
         R: Send + 'static,
     {
-        self.actor.run(f).await
+        self.actor.run(what, f).await
     }
 
     /// Subscribe to this store's pushed verdict changes.
@@ -486,13 +603,15 @@ impl Registry {
         if inner.stores.len() >= self.limits.max_open {
             self.release_lru(&mut inner);
         }
-        let actor = Arc::new(StoreActor::spawn(root.clone(), predecessor).map_err(|e| {
-            Refusal::new(
-                codes::INTERNAL,
-                "internal",
-                format!("cannot start store worker: {e}"),
-            )
-        })?);
+        let actor = Arc::new(
+            StoreActor::spawn(root.clone(), predecessor, self.limits.deadline).map_err(|e| {
+                Refusal::new(
+                    codes::INTERNAL,
+                    "internal",
+                    format!("cannot start store worker: {e}"),
+                )
+            })?,
+        );
         tracing::info!(store = %root.display(), "store opened");
         let lease = self.lease(&actor);
         inner.stores.insert(root, actor);
@@ -608,8 +727,10 @@ impl Registry {
         v
     }
 
-    /// Stop every store actor and wait until each has released its store.
-    pub fn close_all(&self) {
+    /// Stop every store actor and wait until each has released its store, at most `limit`: a
+    /// store stuck on a request past that is left to the process's exit (the kernel releases
+    /// its lock then). Returns the stores still busy.
+    pub fn close_all(&self, limit: Duration) -> Vec<PathBuf> {
         let actors: Vec<Arc<StoreActor>> = match self.inner.lock() {
             Ok(mut i) => {
                 let mut all: Vec<Arc<StoreActor>> =
@@ -617,13 +738,25 @@ impl Registry {
                 all.extend(std::mem::take(&mut i.closing).into_values());
                 all
             }
-            Err(_) => return,
+            Err(_) => return Vec::new(),
         };
         for a in &actors {
             a.stop();
         }
-        for a in actors {
-            a.stop_and_wait();
+        let until = Instant::now() + limit;
+        while Instant::now() < until && !actors.iter().all(|a| a.finished()) {
+            std::thread::sleep(Duration::from_millis(5));
         }
+        let mut stuck = Vec::new();
+        for a in actors {
+            if a.finished() {
+                a.stop_and_wait();
+            } else {
+                let what = a.running().map_or("?", |(w, _)| w);
+                tracing::warn!(store = %a.root.display(), what, "a store is still busy; stopping without it");
+                stuck.push(a.root.clone());
+            }
+        }
+        stuck
     }
 }

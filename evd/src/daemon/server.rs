@@ -87,18 +87,24 @@ impl Daemon {
 pub struct Rpc(pub Arc<Daemon>);
 
 /// Take ownership of the store (if it exists yet), then run `op` on its actor.
-async fn on_store<R, F>(d: &Daemon, ctx: &proto::rpc::Context, op: F) -> RpcResult<R>
+async fn on_store<R, F>(
+    d: &Daemon,
+    what: &'static str,
+    ctx: &proto::rpc::Context,
+    op: F,
+) -> RpcResult<R>
 where
     F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
     R: Send + 'static,
 {
     d.admit()?;
-    Ok(run_on(d, ctx, false, op).await?)
+    Ok(run_on(d, what, ctx, false, op).await?)
 }
 
 /// [`on_store`] for a write: applied at most once per request id (see [`exactly_once`]).
 async fn on_store_write<R, F>(
     d: &Daemon,
+    what: &'static str,
     ctx: &proto::rpc::Context,
     key: Option<String>,
     op: F,
@@ -109,7 +115,7 @@ where
 {
     let once = ctx.clone();
     let arrived = Instant::now();
-    on_store(d, ctx, move |store| {
+    on_store(d, what, ctx, move |store| {
         exactly_once(store, &once, key, arrived, op)
     })
     .await
@@ -120,6 +126,7 @@ where
 /// throwaway handle, where it refuses as it would on the actor.
 async fn run_on<R, F>(
     d: &Daemon,
+    what: &'static str,
     ctx: &proto::rpc::Context,
     create: bool,
     op: F,
@@ -151,21 +158,25 @@ where
                 Err(op) => op,
             }
         }
-        Target::Open(lease) => return run_owned(&lease, op).await,
+        Target::Open(lease) => return run_owned(&lease, what, op).await,
     };
     match d.registry.open(ctx, true)? {
-        Target::Open(lease) => run_owned(&lease, op).await,
+        Target::Open(lease) => run_owned(&lease, what, op).await,
         Target::Absent(_) => Err(Refusal::no_store()),
     }
 }
 
-async fn run_owned<R, F>(lease: &crate::daemon::registry::Lease, op: F) -> Result<R, Refusal>
+async fn run_owned<R, F>(
+    lease: &crate::daemon::registry::Lease,
+    what: &'static str,
+    op: F,
+) -> Result<R, Refusal>
 where
     F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
     R: Send + 'static,
 {
     lease
-        .run(move |store| {
+        .run(what, move |store| {
             if store.exists()? {
                 store.acquire("evd")?;
             }
@@ -224,7 +235,7 @@ impl EvApiServer for Rpc {
             Target::Absent(_) => return Err(Refusal::no_store().into()),
         };
         let out = lease
-            .run(|store| {
+            .run("ev.init", |store| {
                 let r = api::init(store)?;
                 store.acquire("evd")?;
                 Ok(r)
@@ -236,22 +247,25 @@ impl EvApiServer for Rpc {
     async fn decide(&self, req: DecideRequest) -> RpcResult<DecideResult> {
         let ctx = req.context.clone();
         let key = write_key("decide", &req);
-        on_store_write(&self.0, &ctx, key, move |s| api::decide(s, &req)).await
+        on_store_write(&self.0, "ev.decide", &ctx, key, move |s| {
+            api::decide(s, &req)
+        })
+        .await
     }
 
     async fn show(&self, req: IdRequest) -> RpcResult<ShowResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::show(s, &req)).await
+        on_store(&self.0, "ev.show", &ctx, move |s| api::show(s, &req)).await
     }
 
     async fn list(&self, req: ListRequest) -> RpcResult<ListResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::list(s, &req)).await
+        on_store(&self.0, "ev.list", &ctx, move |s| api::list(s, &req)).await
     }
 
     async fn log(&self, req: StoreRequest) -> RpcResult<LogResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::log(s, &req)).await
+        on_store(&self.0, "ev.log", &ctx, move |s| api::log(s, &req)).await
     }
 
     async fn watch(
@@ -277,7 +291,7 @@ impl EvApiServer for Rpc {
         // Subscribe before the baseline is set, so no change after it can be missed.
         let mut rx = actor.subscribe();
         let ready = actor
-            .run(|store| {
+            .run("ev.watch", |store| {
                 store.require()?;
                 store.acquire("evd")?;
                 if !store.has_verdict_baseline() {
@@ -334,7 +348,7 @@ impl EvApiServer for Rpc {
         let once = req.context.clone();
         let key = write_key("migrate_backfill", &req);
         let arrived = Instant::now();
-        let run = run_on(&self.0, &ctx, false, move |store| {
+        let run = run_on(&self.0, "ev.migrate.backfill", &ctx, false, move |store| {
             exactly_once(store, &once, key, arrived, |store| {
                 api::migrate_backfill(store, &req, &mut |p| {
                     let _ = tx.send(Some(p));
@@ -376,7 +390,10 @@ impl EvApiServer for Rpc {
     async fn migrate_reconcile(&self, req: ReconcileRequest) -> RpcResult<ReconcileResult> {
         let ctx = req.context.clone();
         let key = write_key("reconcile", &req);
-        on_store_write(&self.0, &ctx, key, move |s| api::migrate_reconcile(s, &req)).await
+        on_store_write(&self.0, "ev.migrate.reconcile", &ctx, key, move |s| {
+            api::migrate_reconcile(s, &req)
+        })
+        .await
     }
 
     async fn migrate_bind_check(&self, req: BindCheckRequest) -> RpcResult<BindCheckResult> {
@@ -389,52 +406,67 @@ impl EvApiServer for Rpc {
             return Ok(api::self_test());
         }
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::verify(s, &req)).await
+        on_store(&self.0, "ev.verify", &ctx, move |s| api::verify(s, &req)).await
     }
 
     async fn propose(&self, req: ProposeRequest) -> RpcResult<ProposeResult> {
         let ctx = req.context.clone();
         let key = write_key("propose", &req);
-        on_store_write(&self.0, &ctx, key, move |s| api::propose(s, &req)).await
+        on_store_write(&self.0, "ev.propose", &ctx, key, move |s| {
+            api::propose(s, &req)
+        })
+        .await
     }
 
     async fn ratify(&self, req: RatifyRequest) -> RpcResult<RatifyResult> {
         let ctx = req.context.clone();
         let key = write_key("ratify", &req);
-        on_store_write(&self.0, &ctx, key, move |s| api::ratify(s, &req)).await
+        on_store_write(&self.0, "ev.ratify", &ctx, key, move |s| {
+            api::ratify(s, &req)
+        })
+        .await
     }
 
     async fn pending(&self, req: PendingRequest) -> RpcResult<PendingResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::pending(s, &req)).await
+        on_store(&self.0, "ev.pending", &ctx, move |s| api::pending(s, &req)).await
     }
 
     async fn guard(&self, req: GuardRequest) -> RpcResult<GuardResult> {
         let ctx = req.context.clone();
         let key = write_key("guard", &req);
-        on_store_write(&self.0, &ctx, key, move |s| api::guard(s, &req)).await
+        on_store_write(&self.0, "ev.guard", &ctx, key, move |s| api::guard(s, &req)).await
     }
 
     async fn supersede(&self, req: SupersedeRequest) -> RpcResult<SupersedeResult> {
         let ctx = req.context.clone();
         let key = write_key("supersede", &req);
-        on_store_write(&self.0, &ctx, key, move |s| api::supersede(s, &req)).await
+        on_store_write(&self.0, "ev.supersede", &ctx, key, move |s| {
+            api::supersede(s, &req)
+        })
+        .await
     }
 
     async fn check(&self, req: CheckRequest) -> RpcResult<CheckResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::check(s, &req)).await
+        on_store(&self.0, "ev.check", &ctx, move |s| api::check(s, &req)).await
     }
 
     async fn check_plan(&self, req: StoreRequest) -> RpcResult<CheckPlan> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::check_plan(s, &req)).await
+        on_store(&self.0, "ev.check.plan", &ctx, move |s| {
+            api::check_plan(s, &req)
+        })
+        .await
     }
 
     async fn receipts_append(&self, req: AppendReceiptsRequest) -> RpcResult<AppendReceiptsResult> {
         let ctx = req.context.clone();
         let key = write_key("receipts_append", &req).map(|k| format!("{RECORD_ALWAYS}{k}"));
-        on_store_write(&self.0, &ctx, key, move |s| api::receipts_append(s, &req)).await
+        on_store_write(&self.0, "ev.receipts.append", &ctx, key, move |s| {
+            api::receipts_append(s, &req)
+        })
+        .await
     }
 
     async fn ledger_append(
@@ -442,13 +474,29 @@ impl EvApiServer for Rpc {
         req: proto::rpc::LedgerAppendRequest,
     ) -> RpcResult<proto::rpc::LedgerAppendResult> {
         let ctx = req.context.clone();
-        let key = write_key("ledger_append", &req);
-        on_store_write(&self.0, &ctx, key, move |s| api::ledger_append(s, &req)).await
+        // Its answer is kept whatever it wrote (it appends no tick).
+        let key = write_key("ledger_append", &req).map(|k| format!("{RECORD_ALWAYS}{k}"));
+        on_store_write(&self.0, "ev.ledger.append", &ctx, key, move |s| {
+            api::ledger_append(s, &req)
+        })
+        .await
+    }
+
+    async fn ledger_repair(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerRepairResult> {
+        let ctx = req.context.clone();
+        let key = write_key("ledger_repair", &req).map(|k| format!("{RECORD_ALWAYS}{k}"));
+        on_store_write(&self.0, "ev.ledger.repair", &ctx, key, move |s| {
+            api::ledger_repair(s, &req)
+        })
+        .await
     }
 
     async fn evidence(&self, req: StoreRequest) -> RpcResult<proto::rpc::EvidenceResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::evidence(s, &req)).await
+        on_store(&self.0, "ev.evidence", &ctx, move |s| {
+            api::evidence(s, &req)
+        })
+        .await
     }
 
     async fn ledger_query(
@@ -456,37 +504,46 @@ impl EvApiServer for Rpc {
         req: proto::rpc::LedgerQueryRequest,
     ) -> RpcResult<serde_json::Value> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::ledger_query(s, &req)).await
+        on_store(&self.0, "ev.ledger.query", &ctx, move |s| {
+            api::ledger_query(s, &req)
+        })
+        .await
     }
 
     async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerVerifyResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::ledger_verify(s, &req)).await
+        on_store(&self.0, "ev.ledger.verify", &ctx, move |s| {
+            api::ledger_verify(s, &req)
+        })
+        .await
     }
 
     async fn ledger_replay(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerReplayResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::ledger_replay(s, &req)).await
+        on_store(&self.0, "ev.ledger.replay", &ctx, move |s| {
+            api::ledger_replay(s, &req)
+        })
+        .await
     }
 
     async fn brief(&self, req: proto::rpc::BriefRequest) -> RpcResult<proto::rpc::BriefResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::brief(s, &req)).await
+        on_store(&self.0, "ev.brief", &ctx, move |s| api::brief(s, &req)).await
     }
 
     async fn why(&self, req: proto::rpc::WhyRequest) -> RpcResult<proto::rpc::WhyResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::why(s, &req)).await
+        on_store(&self.0, "ev.why", &ctx, move |s| api::why(s, &req)).await
     }
 
     async fn reopen(&self, req: IdRequest) -> RpcResult<proto::rpc::ReopenResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::reopen(s, &req)).await
+        on_store(&self.0, "ev.reopen", &ctx, move |s| api::reopen(s, &req)).await
     }
 
     async fn guards(&self, req: proto::rpc::GuardsRequest) -> RpcResult<proto::rpc::GuardsResult> {
         let ctx = req.context.clone();
-        on_store(&self.0, &ctx, move |s| api::guards(s, &req)).await
+        on_store(&self.0, "ev.guards", &ctx, move |s| api::guards(s, &req)).await
     }
 }
 
@@ -691,8 +748,12 @@ pub async fn serve(listener: StdUnixListener, daemon: Arc<Daemon>) -> std::io::R
     let _ = server_handle.stop();
     // `stopped()` resolves once every StopHandle is gone; ours must go too, or it never does.
     drop(stop_handle);
-    // Give in-flight answers a moment, never forever.
-    let _ = tokio::time::timeout(Duration::from_secs(2), server_handle.stopped()).await;
-    daemon.registry.close_all();
+    // Give in-flight answers a moment, never forever: the whole stop stays under 2 s.
+    let _ = tokio::time::timeout(Duration::from_millis(800), server_handle.stopped()).await;
+    // Stores stuck on a request are not waited for: the process's exit releases their locks.
+    let stuck = daemon.registry.close_all(Duration::from_millis(700));
+    if !stuck.is_empty() {
+        tracing::warn!(stores = stuck.len(), "stopped with stores still busy");
+    }
     Ok(())
 }

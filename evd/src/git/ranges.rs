@@ -420,7 +420,7 @@ fn repository_identity(root: &Path) -> Option<String> {
     if replaced.is_some() {
         return None;
     }
-    let digest_of = |p: PathBuf| match std::fs::read(p) {
+    let digest_of = |p: PathBuf| match crate::sys::fsio::read_followed(&p, 64 << 20) {
         Ok(b) => proto::id::sha256_hex(&b),
         Err(_) => "-".to_string(),
     };

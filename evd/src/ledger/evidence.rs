@@ -65,31 +65,11 @@ pub fn state(root: &Path, c: &Citation) -> State {
             c.end - c.start
         ));
     }
-    let path = root.join(&c.path);
-    // Every directory on the way, and the file, must not be a link out of the repository.
-    let mut at = root.to_path_buf();
-    for part in c.path.split('/') {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return State::Unreadable(format!(
-                    "{} is a symlink (evd never follows links to evidence)",
-                    c.path
-                ))
-            }
-            Ok(_) => {}
-            Err(e) => return State::Unreadable(format!("{}: {e}", c.path)),
-        }
-    }
+    // Walked from the root one component at a time: no link on the way is followed, and a
+    // FIFO, socket or directory is refused before anything is read.
     let read = || -> std::io::Result<State> {
-        let mut f = std::fs::File::open(&path)?;
+        let mut f = crate::sys::beneath::Root::new(root).open_file(Path::new(&c.path))?;
         let m = f.metadata()?;
-        if !m.is_file() {
-            return Ok(State::Unreadable(format!(
-                "{} is not a regular file",
-                c.path
-            )));
-        }
         if m.len() < c.end {
             return Ok(State::OutOfBounds(m.len()));
         }
@@ -106,7 +86,20 @@ pub fn state(root: &Path, c: &Citation) -> State {
             State::Drifted(now)
         })
     };
-    read().unwrap_or_else(|e| State::Unreadable(format!("{}: {e}", c.path)))
+    read().unwrap_or_else(|e| State::Unreadable(unreadable(root, &c.path, &e)))
+}
+
+/// Why the cited file cannot be read, named by its path in the repository.
+fn unreadable(root: &Path, rel: &str, e: &std::io::Error) -> String {
+    // The walk's messages name the absolute path; the citation's own path reads better.
+    let text = e.to_string();
+    let abs = root.join(rel).display().to_string();
+    let text = text.replace(&format!("{abs}: "), "").replace(&abs, rel);
+    if text.starts_with(rel) {
+        text
+    } else {
+        format!("{rel}: {text}")
+    }
 }
 
 /// Every citation of `tick`'s grounds, with the ground it is in; an error names the first
@@ -150,14 +143,8 @@ pub fn check_tick(root: &Path, tick: &Tick) -> Result<(), Refusal> {
 /// What a cited file looked like when its citations were last hashed.
 type FileStamp = (u64, u64, i128, i128);
 
-fn file_stamp(m: &std::fs::Metadata) -> FileStamp {
-    use std::os::unix::fs::MetadataExt;
-    (
-        m.ino(),
-        m.len(),
-        i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-        i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
-    )
+fn file_stamp(m: &crate::sys::beneath::Stat) -> FileStamp {
+    (m.ino, m.len, m.mtime_ns, m.ctime_ns)
 }
 
 /// The states of a store's citations, kept per cited file while its stamp (inode, size, mtime,
@@ -274,11 +261,18 @@ impl Cache {
             let (stamp, since) = looked
                 .entry(c.path.as_str())
                 .or_insert_with(|| {
-                    let m = std::fs::symlink_metadata(root.join(&c.path)).ok();
-                    let since = m
-                        .as_ref()
-                        .and_then(|m| m.modified().ok())
-                        .map(|t| crate::engine::clock::format(time::OffsetDateTime::from(t)));
+                    // Walked like the read itself: a link anywhere on the way has no stamp, so
+                    // the citation is looked at (and found unreadable) every time.
+                    let m = crate::sys::beneath::Root::new(root)
+                        .stat(Path::new(&c.path))
+                        .ok()
+                        .flatten()
+                        .filter(|m| m.kind == crate::sys::beneath::Kind::File);
+                    let since = m.as_ref().and_then(|m| {
+                        time::OffsetDateTime::from_unix_timestamp_nanos(m.mtime_ns)
+                            .ok()
+                            .map(crate::engine::clock::format)
+                    });
                     (m.as_ref().map(file_stamp), since)
                 })
                 .clone();

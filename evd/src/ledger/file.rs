@@ -8,16 +8,51 @@
 //! written whole is cut back off, so an append reported as failed leaves nothing behind.
 
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::rules::{self, Rules, Violation};
+use crate::sys::beneath::{Kind, Root};
 
 /// Where a store's ledger lives, under its `results/`.
 pub const DIR: &str = "ledger";
 pub const FILE: &str = "events.jsonl";
+/// The chain's head, beside the file: the seq and hash of the last line evd wrote, durable with
+/// each append, so that a removed or edited last line is told from a file that simply ends there.
+pub const HEAD: &str = "head";
+/// The head file's fixed size (rewritten in place, in one write of one block).
+const HEAD_BYTES: usize = 128;
+
+/// The last line evd wrote: its seq and hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub seq: u64,
+    pub hash: String,
+}
+
+impl Head {
+    fn parse(text: &str) -> Option<Head> {
+        let v: Value = serde_json::from_str(text.trim()).ok()?;
+        let hash = v.get("hash")?.as_str()?;
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        Some(Head {
+            seq: v.get("seq")?.as_u64()?,
+            hash: hash.to_string(),
+        })
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut b = serde_json::json!({"seq": self.seq, "hash": self.hash})
+            .to_string()
+            .into_bytes();
+        b.resize(HEAD_BYTES - 1, b' ');
+        b.push(b'\n');
+        b
+    }
+}
 
 /// The longest line the ledger takes (an event past it is refused at the door; a longer line
 /// in the file is a violation).
@@ -105,7 +140,11 @@ fn verify_line(tail: &mut Tail, line: &str) -> Result<Vec<rules::Artifact>, Viol
     rules::check_envelope(&ev)?;
     tail.rules.admit(&ev)?;
     tail.rules.take(&ev);
-    tail.seq += 1;
+    // One more, or past a gap its correction declared.
+    tail.seq = ev
+        .get("seq")
+        .and_then(Value::as_u64)
+        .unwrap_or(tail.seq + 1);
     tail.ts = ev.get("ts").and_then(Value::as_str).map(str::to_string);
     rules::artifacts(&ev)
 }
@@ -172,9 +211,9 @@ pub fn verify_text(text: &str) -> Read {
 /// The tail from the file's last line alone: `None` when that cannot be told that way (a
 /// torn or unreadable last line, one longer than a line may be), and the whole file must be
 /// read. An absent or empty file is an empty ledger.
-fn last_line_only(path: &Path) -> std::io::Result<Option<Read>> {
+fn last_line_only(root: &Root, path: &Path) -> std::io::Result<Option<Read>> {
     use std::io::{Seek, SeekFrom};
-    let mut f = match std::fs::File::open(path) {
+    let mut f = match root.open_file(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(verify_text(""))),
         Err(e) => return Err(e),
@@ -220,31 +259,43 @@ fn last_line_only(path: &Path) -> std::io::Result<Option<Read>> {
     }))
 }
 
-/// The file's identity and size, to notice a write by anyone else.
+/// The file's identity, size and times, to notice a write by anyone else. The change time is
+/// part of it: an edit of the same length whose modification time is put back still moves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
     ino: u64,
     len: u64,
     mtime_ns: i128,
+    ctime_ns: i128,
 }
 
-fn stamp(path: &Path) -> Option<Stamp> {
-    let m = std::fs::symlink_metadata(path).ok()?;
+const NO_STAMP: Stamp = Stamp {
+    ino: 0,
+    len: 0,
+    mtime_ns: 0,
+    ctime_ns: 0,
+};
+
+fn stamp(root: &Root, path: &Path) -> Option<Stamp> {
+    let m = root.stat(path).ok()??;
     Some(Stamp {
-        ino: m.ino(),
-        len: m.len(),
-        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ino: m.ino,
+        len: m.len,
+        mtime_ns: m.mtime_ns,
+        ctime_ns: m.ctime_ns,
     })
 }
 
 /// The artifacts a verified ledger cites, hashed again (seed 003, rules 4 and 6): the first
 /// that is missing, not a regular file, or whose bytes no longer hash to the sha256 its line
-/// cites. `results` is the store's host-local area the paths are under; `memo` keeps each
-/// file's hash while its stamp stays the same.
+/// cites. `results` is the store's host-local area the paths are under, inside the repository
+/// `root` (no link below it is followed); `memo` keeps each file's hash while its stamp stays
+/// the same.
 pub fn artifact_fault(
+    root: &Root,
     results: &Path,
     cited: &[(u64, rules::Artifact)],
-    memo: &mut std::collections::HashMap<String, (u64, u64, i128, String)>,
+    memo: &mut std::collections::HashMap<String, ArtifactStamp>,
 ) -> Option<Broken> {
     let mut seen = std::collections::HashSet::new();
     for (line, a) in cited {
@@ -260,22 +311,30 @@ pub fn artifact_fault(
                 message,
             },
         };
-        let m = match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.is_file() => m,
-            Ok(_) => return Some(fault(format!("artifact {} is not a regular file", a.path))),
+        let m = match root.stat(&path) {
+            Ok(Some(m)) if m.kind == Kind::File => m,
+            Ok(Some(m)) => {
+                return Some(fault(format!(
+                    "artifact {} is {}, not a regular file",
+                    a.path,
+                    m.kind.describe()
+                )))
+            }
+            Ok(None) => {
+                return Some(fault(format!(
+                    "artifact {} cannot be read: it does not exist",
+                    a.path
+                )))
+            }
             Err(e) => return Some(fault(format!("artifact {} cannot be read: {e}", a.path))),
         };
-        let stamp = (
-            m.ino(),
-            m.len(),
-            i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-        );
+        let stamp = (m.ino, m.len, m.mtime_ns, m.ctime_ns);
         let hashed = match memo.get(&a.path) {
-            Some((ino, len, mtime, h)) if (*ino, *len, *mtime) == stamp => h.clone(),
-            _ => match std::fs::read(&path) {
-                Ok(bytes) => {
+            Some((s, h)) if *s == stamp => h.clone(),
+            _ => match root.read(&path) {
+                Ok((_, bytes)) => {
                     let h = proto::evidence::sha256_hex(&bytes);
-                    memo.insert(a.path.clone(), (stamp.0, stamp.1, stamp.2, h.clone()));
+                    memo.insert(a.path.clone(), (stamp, h.clone()));
                     h
                 }
                 Err(e) => return Some(fault(format!("artifact {} cannot be read: {e}", a.path))),
@@ -293,18 +352,25 @@ pub fn artifact_fault(
     None
 }
 
+/// What an artifact's file looked like when it was hashed (inode, length, modification and
+/// change times), and its hash then.
+pub type ArtifactStamp = ((u64, u64, i128, i128), String);
+
 /// One store's ledger, as its writer holds it.
 #[derive(Debug)]
 pub struct Ledger {
+    /// The repository the store is in: every open walks from it (see [`Root`]).
+    root: Root,
     path: PathBuf,
     /// What the file held when this writer last read or wrote it, and its stamp then.
     known: Option<(Stamp, Read)>,
 }
 
 impl Ledger {
-    /// The ledger under `results` (nothing is read yet).
-    pub fn new(results: &Path) -> Ledger {
+    /// The ledger under `results`, inside the repository `root` (nothing is read yet).
+    pub fn new(root: &Path, results: &Path) -> Ledger {
         Ledger {
+            root: Root::new(root),
             path: results.join(DIR).join(FILE),
             known: None,
         }
@@ -314,6 +380,16 @@ impl Ledger {
         &self.path
     }
 
+    /// The file's bytes as they are now, unverified (empty when there is none), read the way
+    /// every read of the ledger is: no link below the repository's root, no FIFO waited on.
+    pub fn read_bytes(&self) -> std::io::Result<Vec<u8>> {
+        match self.root.read(&self.path) {
+            Ok((_, b)) => Ok(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The last line as this writer last read or wrote it.
     pub fn last_line(&self) -> Option<String> {
         self.known.as_ref().and_then(|(_, r)| r.last_line.clone())
@@ -321,15 +397,15 @@ impl Ledger {
 
     /// The file as it is now, verified: from memory while nobody else wrote it since.
     pub fn read(&mut self) -> std::io::Result<&Read> {
-        let now = stamp(&self.path);
+        let now = stamp(&self.root, &self.path);
         let fresh = match (&self.known, now) {
             (Some((_, r)), _) if r.partial => true,
             (Some((s, _)), Some(n)) => *s != n,
             (Some(_), None) | (None, _) => true,
         };
         if fresh {
-            let text = match std::fs::read(&self.path) {
-                Ok(b) => String::from_utf8(b).map_err(|_| {
+            let text = match self.root.read(&self.path) {
+                Ok((_, b)) => String::from_utf8(b).map_err(|_| {
                     std::io::Error::new(
                         std::io::ErrorKind::InvalidData,
                         format!("{} is not UTF-8", self.path.display()),
@@ -339,11 +415,7 @@ impl Ledger {
                 Err(e) => return Err(e),
             };
             let read = verify_text(&text);
-            let s = stamp(&self.path).unwrap_or(Stamp {
-                ino: 0,
-                len: 0,
-                mtime_ns: 0,
-            });
+            let s = stamp(&self.root, &self.path).unwrap_or(NO_STAMP);
             self.known = Some((s, read));
         }
         match &self.known {
@@ -361,8 +433,192 @@ impl Ledger {
         events: Vec<Map<String, Value>>,
         ts: &str,
     ) -> std::io::Result<Vec<String>> {
+        self.append_noting(events, ts, |_, _| Ok(()))
+    }
+
+    /// [`Ledger::append`], calling `before` with the first new line's seq and hash once the
+    /// lines are made and before a byte is written: the exactly-once log records its intent
+    /// there, so a retry after a crash can tell whether the batch landed. A failing `before`
+    /// writes nothing.
+    pub fn append_noting(
+        &mut self,
+        events: Vec<Map<String, Value>>,
+        ts: &str,
+        before: impl FnOnce(u64, &str) -> std::io::Result<()>,
+    ) -> std::io::Result<Vec<String>> {
         self.read()?;
-        self.write_batch(events, ts)
+        self.write_batch(events, ts, before)
+    }
+
+    fn head_path(&self) -> PathBuf {
+        self.path.with_file_name(HEAD)
+    }
+
+    /// The head kept beside the file: `Ok(None)` when there is none yet (a ledger older than
+    /// heads, or none at all); an unreadable or garbled head file is an error.
+    pub fn head(&self) -> std::io::Result<Option<Head>> {
+        match self.root.read(&self.head_path()) {
+            Ok((_, b)) => Head::parse(&String::from_utf8_lossy(&b))
+                .map(Some)
+                .ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{} is not a ledger head", self.head_path().display()),
+                    )
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Make `head` the head, durably: one write of one block in place, then synced.
+    pub fn write_head(&self, head: &Head) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let dir = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let f = self.root.dir(&dir)?.open_rw(std::ffi::OsStr::new(HEAD))?;
+        f.write_all_at(&head.bytes(), 0)?;
+        f.set_len(HEAD_BYTES as u64)?;
+        f.sync_data()
+    }
+
+    /// [`Ledger::head_fault`] of the file as it is now.
+    pub fn head_fault_now(&mut self) -> std::io::Result<Option<Broken>> {
+        let read = self.read()?.clone();
+        Ok(self.head_fault(&read))
+    }
+
+    /// What is wrong with `read` (the file as it is) against the head, if anything: the file
+    /// ends before the head (lines were removed from its end), or the line at the head's seq is
+    /// not the one evd wrote there (edited). A file that runs past its head by lines that keep
+    /// the chain is a crash between an append and its head (the head is moved up to it).
+    pub fn head_fault(&self, read: &Read) -> Option<Broken> {
+        let head = match self.head() {
+            Ok(Some(h)) => h,
+            Ok(None) => return None,
+            Err(e) => {
+                return Some(Broken {
+                    line: read.lines,
+                    violation: Violation {
+                        rule: "head",
+                        message: e.to_string(),
+                    },
+                })
+            }
+        };
+        if read.tail.seq < head.seq {
+            return Some(Broken {
+                line: read.lines,
+                violation: Violation {
+                    rule: "head",
+                    message: format!(
+                        "the ledger ends at seq {} but its head says evd wrote up to seq {}: \
+                         lines were removed from its end",
+                        read.tail.seq, head.seq
+                    ),
+                },
+            });
+        }
+        if head.seq > 0 && self.line_hash(head.seq).as_deref() != Some(head.hash.as_str()) {
+            return Some(Broken {
+                line: head.seq,
+                violation: Violation {
+                    rule: "head",
+                    message: format!(
+                        "the line at seq {} is not the line evd wrote there (its hash differs \
+                         from the head's): it was edited or replaced",
+                        head.seq
+                    ),
+                },
+            });
+        }
+        None
+    }
+
+    /// The hash of the line whose `seq` is `seq` as the file holds it now, if it has one (looked
+    /// for from the end, where the lines asked about are; seqs can skip after a repair).
+    pub fn line_hash(&self, seq: u64) -> Option<String> {
+        let bytes = self.read_bytes().ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        text.split_terminator('\n').rev().find_map(|line| {
+            let v: Value = serde_json::from_str(line).ok()?;
+            match v.get("seq").and_then(Value::as_u64)? {
+                s if s == seq => Some(Some(rules::line_hash(line))),
+                s if s < seq => Some(None), // passed it: not there
+                _ => None,
+            }
+        })?
+    }
+
+    /// Make the ledger appendable again, saying so in it (`evctl ledger repair`): a torn last
+    /// line is moved aside to `results/<aside>` (never appended after, never deleted), and when
+    /// lines were removed from the end (the file ends before its head) the seqs they held are
+    /// declared skipped by the correction event itself, so that none is used twice. Each
+    /// repair is journaled as a `ledger_correction` built by `event` from the payload; returns
+    /// the payloads written (none when there was nothing to repair).
+    pub fn repair(
+        &mut self,
+        results: &Path,
+        aside: &str,
+        ts: &str,
+        event: impl Fn(Map<String, Value>) -> Map<String, Value>,
+    ) -> std::io::Result<Vec<Map<String, Value>>> {
+        let mut done = Vec::new();
+        let bytes = self.read_bytes()?;
+        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+            let cut = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            let fragment = bytes.get(cut..).unwrap_or_default();
+            let kept = results.join(aside);
+            let dir = kept.parent().map(Path::to_path_buf).unwrap_or_default();
+            let name = kept.file_name().unwrap_or_default().to_os_string();
+            self.root
+                .ensure_dir(&dir)?
+                .create_new(&name, fragment, None, true)?;
+            let ledger_dir = self
+                .path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            let f = self
+                .root
+                .dir(&ledger_dir)?
+                .open_rw(std::ffi::OsStr::new(FILE))?;
+            f.set_len(cut as u64)?;
+            f.sync_data()?;
+            self.known = None;
+            let mut p = Map::new();
+            p.insert("kind".into(), "torn_tail_moved".into());
+            p.insert("bytes".into(), fragment.len().into());
+            p.insert(
+                "artifacts".into(),
+                serde_json::json!([{"kind": "torn-tail", "path": aside,
+                    "sha256": proto::evidence::sha256_hex(fragment)}]),
+            );
+            done.push(p);
+        }
+        let tail = self.read()?.tail.seq;
+        let gap = match self.head()? {
+            Some(h) if h.seq > tail => {
+                let mut p = Map::new();
+                p.insert("kind".into(), "lines_removed".into());
+                p.insert("from_seq".into(), (tail + 1).into());
+                p.insert("to_seq".into(), h.seq.into());
+                done.push(p);
+                Some(h.seq)
+            }
+            _ => None,
+        };
+        if done.is_empty() {
+            return Ok(done);
+        }
+        // The gap's correction first (it carries the jump), then the torn tail's.
+        done.sort_by_key(|p| p.get("kind").and_then(Value::as_str) != Some("lines_removed"));
+        let events = done.iter().cloned().map(&event).collect();
+        self.write_batch_from(events, ts, gap, |_, _| Ok(()))?;
+        Ok(done)
     }
 
     /// Append evd's own events, which no rule can refuse: chained after the last line, read
@@ -374,16 +630,14 @@ impl Ledger {
         events: Vec<Map<String, Value>>,
         ts: &str,
     ) -> std::io::Result<Vec<String>> {
-        let current =
-            matches!((&self.known, stamp(&self.path)), (Some((s, _)), Some(n)) if *s == n);
+        let current = matches!(
+            (&self.known, stamp(&self.root, &self.path)),
+            (Some((s, _)), Some(n)) if *s == n
+        );
         if !current {
-            match last_line_only(&self.path)? {
+            match last_line_only(&self.root, &self.path)? {
                 Some(read) => {
-                    let s = stamp(&self.path).unwrap_or(Stamp {
-                        ino: 0,
-                        len: 0,
-                        mtime_ns: 0,
-                    });
+                    let s = stamp(&self.root, &self.path).unwrap_or(NO_STAMP);
                     self.known = Some((s, read));
                 }
                 None => {
@@ -391,19 +645,59 @@ impl Ledger {
                 }
             }
         }
-        self.write_batch(events, ts)
+        self.write_batch(events, ts, |_, _| Ok(()))
     }
 
-    /// Write `events` chained after the tail this writer knows.
+    /// Write `events` chained after the tail this writer knows (`before`: see
+    /// [`Ledger::append_noting`]).
     fn write_batch(
         &mut self,
         events: Vec<Map<String, Value>>,
         ts: &str,
+        before: impl FnOnce(u64, &str) -> std::io::Result<()>,
+    ) -> std::io::Result<Vec<String>> {
+        self.write_batch_from(events, ts, None, before)
+    }
+
+    /// [`Ledger::write_batch`]; with `gap`, the first event is numbered after that seq (the
+    /// seqs of removed lines, which its payload declares skipped).
+    fn write_batch_from(
+        &mut self,
+        events: Vec<Map<String, Value>>,
+        ts: &str,
+        gap: Option<u64>,
+        before: impl FnOnce(u64, &str) -> std::io::Result<()>,
     ) -> std::io::Result<Vec<String>> {
         let Some((_, read)) = self.known.as_mut() else {
             return Err(std::io::Error::other("the ledger could not be read"));
         };
+        // Never after a torn fragment (it would become part of the next line), never over a
+        // seq already used (a file whose end was removed): both wait for `evctl ledger repair`.
+        if read.torn {
+            return Err(std::io::Error::other(
+                "the ledger's last line is torn (cut short by a crash or an edit); nothing is \
+                 appended after it until `evctl ledger repair` moves it aside",
+            ));
+        }
+        let head = self.head()?;
+        let Some((_, read)) = self.known.as_mut() else {
+            return Err(std::io::Error::other("the ledger could not be read"));
+        };
+        if let Some(h) = head
+            .as_ref()
+            .filter(|h| h.seq > read.tail.seq && gap != Some(h.seq))
+        {
+            return Err(std::io::Error::other(format!(
+                "the ledger ends at seq {} but evd wrote up to seq {}: lines were removed from \
+                 its end; nothing is appended (a seq is never used twice) until `evctl ledger \
+                 repair`",
+                read.tail.seq, h.seq
+            )));
+        }
         let mut tail = read.tail.clone();
+        if let Some(g) = gap {
+            tail.seq = tail.seq.max(g);
+        }
         // Never before the last line's time (a clock stepping back keeps the order).
         let ts = match &tail.ts {
             Some(last) if crate::engine::clock::parse(last) > crate::engine::clock::parse(ts) => {
@@ -411,13 +705,7 @@ impl Ledger {
             }
             _ => ts.to_string(),
         };
-        // A torn last line is ended first, so that it stays the line it was (and the chain
-        // already runs through it), rather than running into the first new one.
-        let mut text = if read.torn {
-            "\n".to_string()
-        } else {
-            String::new()
-        };
+        let mut text = String::new();
         let mut lines = Vec::with_capacity(events.len());
         for mut ev in events {
             tail.seq += 1;
@@ -437,14 +725,24 @@ impl Ledger {
             text.push('\n');
             lines.push(line);
         }
+        let first_seq = tail.seq + 1 - lines.len() as u64;
+        if let Some(first) = lines.first() {
+            if let Err(e) = before(first_seq, &rules::line_hash(first)) {
+                // The rules' state above took the batch in: forget it, read afresh next time.
+                self.known = None;
+                return Err(e);
+            }
+        }
         let dir = self
             .path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        crate::sys::fsio::ensure_dir(&dir)?;
-        let before = stamp(&self.path).map_or(0, |s| s.len);
-        let mut f = crate::sys::fsio::open_append(&self.path)?;
+        let mut f = self
+            .root
+            .ensure_dir(&dir)?
+            .open_append(std::ffi::OsStr::new(FILE))?;
+        let before = f.metadata()?.len();
         let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_data());
         if let Err(e) = written {
             // Nothing of a failed batch may stay: cut the file back to its old end.
@@ -453,11 +751,15 @@ impl Ledger {
             self.known = None;
             return Err(e);
         }
+        let new_head = Head {
+            seq: tail.seq,
+            hash: tail.hash.clone(),
+        };
         read.lines += lines.len() as u64;
         read.tail = tail;
         read.torn = false;
         read.last_line = lines.last().cloned();
-        let s = stamp(&self.path);
+        let s = stamp(&self.root, &self.path);
         match s {
             Some(s) if s.len == before + text.len() as u64 => {
                 if let Some((old, _)) = self.known.as_mut() {
@@ -466,6 +768,11 @@ impl Ledger {
             }
             // Someone else wrote meanwhile: read it all again next time.
             _ => self.known = None,
+        }
+        // The batch is durable; its head follows. A crash in between leaves the file one batch
+        // past its head, which verification takes as that crash (the lines keep the chain).
+        if let Err(e) = self.write_head(&new_head) {
+            tracing::warn!(error = %e, "cannot write the ledger's head");
         }
         Ok(lines)
     }
@@ -488,9 +795,9 @@ mod tests {
     }
 
     #[test]
-    fn appends_chain_and_a_torn_tail_is_ended_before_the_next_line() {
+    fn appends_chain_and_a_torn_tail_waits_for_a_repair_that_moves_it_aside() {
         let d = tempfile::tempdir().expect("tmp");
-        let mut l = Ledger::new(d.path());
+        let mut l = Ledger::new(d.path(), d.path());
         let intent = event("intent_created", serde_json::json!({"intent_id": "I"}));
         let written = l
             .append(vec![intent.clone()], "2026-01-01T00:00:00Z")
@@ -509,8 +816,9 @@ mod tests {
         );
         assert_eq!(read.tail.hash, rules::line_hash(&again[0]));
         assert!(written[0].contains(&format!("\"prev\":\"{}\"", rules::GENESIS_PREV)));
+        assert_eq!(l.head().expect("head").map(|h| h.seq), Some(2));
 
-        // Tear the last line: the next append ends it first, and the chain runs through it.
+        // Tear the last line: nothing is appended after it until it is repaired.
         let text = std::fs::read_to_string(l.path()).expect("read");
         let torn = text.trim_end_matches('\n');
         let torn = &torn[..torn.len() - 5];
@@ -521,17 +829,37 @@ mod tests {
             read.broken.as_ref().map(|b| (b.line, b.violation.rule)),
             Some((2, "json"))
         );
-        let last_torn = torn.rsplit('\n').next().expect("a line").to_string();
-        let next = l
-            .append(
-                vec![event("daemon_started", serde_json::json!({}))],
-                "2026-02-01T00:00:00Z",
-            )
-            .expect("append");
+        let own = || vec![event("daemon_started", serde_json::json!({}))];
+        let e = l
+            .append(own(), "2026-02-01T00:00:00Z")
+            .expect_err("refused");
+        assert!(e.to_string().contains("ledger repair"), "{e}");
+        let fragment = torn.rsplit('\n').next().expect("a line").to_string();
+        let done = l
+            .repair(d.path(), "runs/R-1/torn", "2026-02-01T00:00:00Z", |p| {
+                let mut e = event("ledger_correction", Value::Object(p));
+                e.insert("run_id".into(), "R-1".into());
+                e
+            })
+            .expect("repair");
+        let kinds: Vec<_> = done.iter().map(|p| p["kind"].clone()).collect();
+        // The torn second line is gone from the file, so its seq is declared skipped too.
+        assert_eq!(
+            kinds,
+            [Value::from("lines_removed"), Value::from("torn_tail_moved")]
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("runs/R-1/torn")).expect("kept"),
+            fragment
+        );
         let text = std::fs::read_to_string(l.path()).expect("read");
-        assert!(text.ends_with(&format!("{last_torn}\n{}\n", next[0])));
-        assert!(next[0].contains(&format!("\"prev\":\"{}\"", rules::line_hash(&last_torn))));
-        assert!(next[0].contains("\"seq\":3"));
+        let after = verify_text(&text);
+        assert!(!after.torn);
+        assert_eq!(after.tail.seq, 4, "seq 2 skipped, never used twice: {text}");
+        assert!(!text.contains(&fragment));
+        assert!(l.head_fault_now().expect("head").is_none());
+        l.append(own(), "2026-02-01T00:00:01Z")
+            .expect("appendable again");
     }
 
     #[test]

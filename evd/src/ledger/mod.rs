@@ -50,6 +50,9 @@ pub fn git(branch: &str, head_sha: &str, dirty: bool) -> Value {
 /// readable version (upgraded to the current one here), of a type clients may append, and
 /// without the writer's own fields. `host` and `git` are filled in from `host`/`git` when the
 /// event has none. Returns the event ready for [`Rules::admit`].
+/// The agent ids of evd's own events (`evctl` when it answers in-process).
+pub const OWN_AGENTS: [&str; 2] = ["evd", "evctl"];
+
 pub fn from_client(v: Value, host: &Value, git: &Value) -> Result<Map<String, Value>, Violation> {
     let Value::Object(mut ev) = v else {
         return Err(Violation {
@@ -74,6 +77,21 @@ pub fn from_client(v: Value, host: &Value, git: &Value) -> Result<Map<String, Va
             })
         }
         _ => {}
+    }
+    // The agent ids evd writes its own events under are its alone: a client's events (its
+    // `tool_call`s included) name the client, so nothing appended can pass for evd's record.
+    if let Some(a) = ev
+        .get("agent_id")
+        .and_then(Value::as_str)
+        .filter(|a| OWN_AGENTS.contains(a))
+    {
+        return Err(Violation {
+            rule: "envelope",
+            message: format!(
+                "agent_id \"{a}\" is reserved for evd's own events: a client appends under its \
+                 own agent id"
+            ),
+        });
     }
     ev.entry("host").or_insert_with(|| host.clone());
     ev.entry("git").or_insert_with(|| git.clone());

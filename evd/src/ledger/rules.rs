@@ -260,7 +260,17 @@ pub fn check_written(
     last_ts: Option<&str>,
 ) -> Result<(), Violation> {
     let seq = ev.get("seq").and_then(Value::as_u64);
-    if seq != Some(want_seq) {
+    // The one jump allowed: evd's own correction declaring the seqs of lines removed from the
+    // end of the file (`evctl ledger repair`), so that no seq is ever used twice.
+    let declared_gap = ev.get("event_type").and_then(Value::as_str) == Some("ledger_correction")
+        && ev.get("payload").is_some_and(|p| {
+            p.get("kind").and_then(Value::as_str) == Some("lines_removed")
+                && p.get("from_seq").and_then(Value::as_u64) == Some(want_seq)
+                && p.get("to_seq")
+                    .and_then(Value::as_u64)
+                    .is_some_and(|to| to >= want_seq && seq == Some(to + 1))
+        });
+    if seq != Some(want_seq) && !declared_gap {
         let got = ev.get("seq").map_or("none".to_string(), Value::to_string);
         return Err(Violation::new(
             "seq",
@@ -357,44 +367,74 @@ fn number(o: &Map<String, Value>, key: &str) -> Option<f64> {
     o.get(key).and_then(Value::as_f64)
 }
 
-/// R8 over one metrics object (`predicted` or `actual`) when the payload has it.
-fn metric_ranges(p: &Map<String, Value>, which: &str) -> Result<(), Violation> {
-    let Some(v) = p.get(which) else {
-        return Ok(());
-    };
-    let Value::Object(m) = v else {
+/// The numeric fields seed 002 bounds (R8), wherever in a payload they appear: `p_success`
+/// between 0 and 1, the others (the metrics, a policy's `lambda`, an intent's budgets, a
+/// routing's signals) never negative.
+const R8_FIELDS: [&str; 10] = [
+    "p_success",
+    "entropy",
+    "impact",
+    "cost",
+    "lambda",
+    "entropy_budget",
+    "cost_budget",
+    "time_budget_sec",
+    "predicted_entropy",
+    "expected_cost",
+];
+
+/// Where seed 002 reuses those names for something else: `estimator_versions` names the
+/// estimator of each metric (`"p_success": "p_success_v1"`).
+const R8_NOT_METRICS: [&str; 1] = ["estimator_versions"];
+
+/// How deep R8 looks into a payload (deeper nesting is refused: no event of seed 002 needs it).
+const R8_DEPTH: usize = 16;
+
+/// R8 over every object of `v` (the payload and whatever it nests), `at` naming where.
+fn metric_ranges(v: &Value, at: &str, depth: usize) -> Result<(), Violation> {
+    if depth > R8_DEPTH {
         return Err(Violation::new(
             "payload",
-            format!("payload.{which} must be an object"),
+            format!("{at} nests deeper than {R8_DEPTH} levels"),
         ));
-    };
-    for key in ["p_success", "entropy", "impact", "cost", "lambda"] {
-        if m.get(key).is_some_and(|x| !x.is_number()) {
-            return Err(Violation::new(
-                "R8",
-                format!("{which}.{key} must be a number"),
-            ));
-        }
     }
-    if let Some(ps) = number(m, "p_success") {
-        if !(0.0..=1.0).contains(&ps) {
-            return Err(Violation::new(
-                "R8",
-                format!("{which}.p_success is {ps}; it must be between 0 and 1"),
-            ));
-        }
-    }
-    for key in ["entropy", "impact", "cost", "lambda"] {
-        if let Some(x) = number(m, key) {
-            if x < 0.0 {
-                return Err(Violation::new(
-                    "R8",
-                    format!("{which}.{key} is {x}; it must be >= 0"),
-                ));
+    match v {
+        Value::Object(m) => {
+            for (key, x) in m {
+                let here = format!("{at}.{key}");
+                if R8_NOT_METRICS.contains(&key.as_str()) {
+                    continue;
+                }
+                if R8_FIELDS.contains(&key.as_str()) {
+                    let Some(n) = x.as_f64() else {
+                        return Err(Violation::new("R8", format!("{here} must be a number")));
+                    };
+                    if key == "p_success" && !(0.0..=1.0).contains(&n) {
+                        return Err(Violation::new(
+                            "R8",
+                            format!("{here} is {n}; it must be between 0 and 1"),
+                        ));
+                    }
+                    if key != "p_success" && n < 0.0 {
+                        return Err(Violation::new(
+                            "R8",
+                            format!("{here} is {n}; it must be >= 0"),
+                        ));
+                    }
+                } else {
+                    metric_ranges(x, &here, depth + 1)?;
+                }
             }
+            Ok(())
         }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                metric_ranges(x, &format!("{at}[{i}]"), depth + 1)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// A trunk branch, which no sub-intent merges into (R9).
@@ -410,8 +450,9 @@ impl Rules {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let p = payload(ev);
-        metric_ranges(p, "predicted")?;
-        metric_ranges(p, "actual")?;
+        if let Some(v) = ev.get("payload") {
+            metric_ranges(v, "payload", 0)?;
+        }
         if DAEMON_TYPES.contains(&t) {
             return Ok(());
         }

@@ -115,7 +115,7 @@ impl OpenStore {
         if self.replay_known.is_some() {
             return;
         }
-        let text = match std::fs::read(self.ledger.path()) {
+        let text = match self.ledger.read_bytes() {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(_) => String::new(),
         };

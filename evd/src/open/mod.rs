@@ -106,7 +106,7 @@ pub struct OpenStore {
     replay_known: Option<crate::ledger::replay::Known>,
     /// The ledger's artifacts as last hashed by `ledger verify`, by path: (inode, size, mtime,
     /// sha256).
-    pub artifacts_hashed: std::collections::HashMap<String, (u64, u64, i128, String)>,
+    pub artifacts_hashed: std::collections::HashMap<String, crate::ledger::file::ArtifactStamp>,
     journal_since: Option<std::time::Instant>,
     /// Whether this process has written its `daemon_started` to this store's ledger.
     journal_started: bool,
@@ -154,7 +154,7 @@ impl OpenStore {
     /// read or locked yet.
     pub fn new(root: PathBuf) -> OpenStore {
         let results = root.join(".evolving").join("results");
-        let mut store = Store::new(root);
+        let mut store = Store::new(root.clone());
         store.check_ticks_with(crate::ledger::evidence::check_tick);
         OpenStore {
             store,
@@ -178,7 +178,7 @@ impl OpenStore {
             state_watch: crate::store::state_files::StateWatch::new(&results),
             memos: crate::memo::check::Memos::default(),
             shared_texts: Default::default(),
-            ledger: crate::ledger::Ledger::new(&results),
+            ledger: crate::ledger::Ledger::new(&root, &results),
             evidence: Default::default(),
             journal: Vec::new(),
             checks: Vec::new(),

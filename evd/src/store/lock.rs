@@ -109,16 +109,18 @@ fn try_lock_mode(path: &Path, holder: &Holder, mode: u32) -> Result<LockFile, Lo
         .create(true)
         .truncate(false)
         .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path);
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .and_then(regular);
     let (mut file, writable) = match opened {
         Ok(f) => (f, true),
         // Another user's lock file: we may still be able to read it and learn who holds it.
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
             match OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
                 .open(path)
+                .and_then(regular)
             {
                 Ok(f) => (f, false),
                 Err(_) => {
@@ -165,9 +167,26 @@ fn try_lock_mode(path: &Path, holder: &Holder, mode: u32) -> Result<LockFile, Lo
     })
 }
 
+/// `f`, when it is a regular file: a FIFO, socket or directory planted where the lock file
+/// belongs is refused (it was opened non-blocking, so nothing waited on it).
+fn regular(f: File) -> io::Result<File> {
+    let m = f.metadata()?;
+    if m.is_file() {
+        Ok(f)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "the lock file is {}, not a regular file",
+                crate::sys::fsio::kind_of(&m)
+            ),
+        ))
+    }
+}
+
 /// Read who holds (or last held) the lock at `path`.
 pub fn read_holder(path: &Path) -> Option<Holder> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = crate::sys::fsio::read_text(path).ok()?;
     serde_json::from_str(text.trim()).ok()
 }
 

@@ -18,7 +18,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -42,6 +41,8 @@ pub const MAX_ID_BYTES: usize = 128;
 pub enum Seen {
     /// Its tick was about to be appended.
     Intent { tick: String },
+    /// Its ledger batch was about to be appended, its first line at `seq` with `hash`.
+    LedgerIntent { seq: u64, hash: String },
     /// Done, with the answer (`None` when it was too large to keep).
     Done { answer: Option<Value> },
 }
@@ -97,6 +98,14 @@ impl RequestLog {
                 Seen::Intent {
                     tick: tick.to_string(),
                 }
+            } else if let (Some(seq), Some(hash)) = (
+                o.get("ledger_seq").and_then(Value::as_u64),
+                o.get("ledger_hash").and_then(Value::as_str),
+            ) {
+                Seen::LedgerIntent {
+                    seq,
+                    hash: hash.to_string(),
+                }
             } else if o.contains_key("answer") || o.contains_key("applied") {
                 Seen::Done {
                     answer: o.get("answer").cloned(),
@@ -140,6 +149,23 @@ impl RequestLog {
         Ok(())
     }
 
+    /// Record, durably, that `id` is about to append a ledger batch whose first line is `seq`
+    /// with `hash`.
+    pub fn intent_ledger(&mut self, id: &str, seq: u64, hash: &str) -> io::Result<()> {
+        self.load();
+        let line = serde_json::json!({"id": id, "ledger_seq": seq, "ledger_hash": hash,
+            "at": crate::engine::clock::now_rfc3339()});
+        self.append(&line)?;
+        self.remember(
+            id.to_string(),
+            Seen::LedgerIntent {
+                seq,
+                hash: hash.to_string(),
+            },
+        );
+        Ok(())
+    }
+
     /// Record, durably, the answer to `id`.
     pub fn done(&mut self, id: &str, answer: Value) -> io::Result<()> {
         self.load();
@@ -166,12 +192,7 @@ impl RequestLog {
     fn append(&mut self, v: &Value) -> io::Result<()> {
         let mut line = serde_json::to_string(v).map_err(io::Error::other)?;
         line.push('\n');
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&self.path)?;
+        let mut f = fsio::open_append(&self.path)?;
         f.write_all(line.as_bytes())?;
         f.sync_data()?;
         self.lines += 1;
@@ -184,6 +205,9 @@ impl RequestLog {
         for id in &self.order {
             let v = match self.seen.get(id) {
                 Some(Seen::Intent { tick }) => serde_json::json!({"id": id, "tick": tick}),
+                Some(Seen::LedgerIntent { seq, hash }) => {
+                    serde_json::json!({"id": id, "ledger_seq": seq, "ledger_hash": hash})
+                }
                 Some(Seen::Done { answer: Some(a) }) => serde_json::json!({"id": id, "answer": a}),
                 Some(Seen::Done { answer: None }) => serde_json::json!({"id": id, "applied": true}),
                 None => continue,

@@ -15,6 +15,7 @@ use proto::rpc::Refusal;
 use proto::Tick;
 
 use crate::engine::packed::PackedTick;
+use crate::sys::beneath::Dir;
 use crate::sys::fsio;
 use crate::sys::watch::{Changes, DirWatch};
 
@@ -33,10 +34,12 @@ pub enum Entry {
 }
 // The messages are boxed (rare) so that an entry of the cache stays two words.
 
-/// Enough of a file's metadata to notice it changed.
+/// Enough of a file's metadata to notice it changed. The change time, not the modification
+/// time: every write moves both, but putting the modification time back (`touch -d`,
+/// `os.utime`) moves the change time once more, so an edit of the same length cannot hide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
-    mtime_ns: i64,
+    ctime_ns: i64,
     len: u64,
     /// Never 0 (no file has inode 0), so an absent stamp costs no extra word.
     ino: std::num::NonZeroU64,
@@ -47,10 +50,10 @@ impl Stamp {
     /// trusted by its stamp.
     fn of(m: &fs::Metadata) -> Option<Stamp> {
         Some(Stamp {
-            mtime_ns: m
-                .mtime()
+            ctime_ns: m
+                .ctime()
                 .saturating_mul(1_000_000_000)
-                .saturating_add(m.mtime_nsec()),
+                .saturating_add(m.ctime_nsec()),
             len: m.len(),
             ino: std::num::NonZeroU64::new(m.ino())?,
         })
@@ -246,7 +249,10 @@ impl TickCache {
         }
         let loaded = to_load.len();
         changed |= loaded > 0;
-        next.extend(load_all(to_load));
+        // One walk to `ticks/` (no link below the repository's root followed), then each file
+        // opened through it.
+        let handle = crate::sys::beneath::root_of(&dir).dir(&dir).ok();
+        next.extend(load_all(handle.as_ref(), to_load));
         if loaded >= 1024 {
             // Parsing left the heap full of holes between the packed ticks kept: give the free
             // pages back, so a daemon holding a large store holds what it keeps.
@@ -485,10 +491,10 @@ type ToLoad = (String, PathBuf, Option<fs::Metadata>);
 
 /// [`load`] each of `files`: on a few threads when there are many (the first scan of a large
 /// store reads and parses every tick). A file that vanished meanwhile is left out.
-fn load_all(files: Vec<ToLoad>) -> Vec<(Arc<str>, Cached)> {
+fn load_all(dir: Option<&Dir>, files: Vec<ToLoad>) -> Vec<(Arc<str>, Cached)> {
     let loaded = crate::sys::par::map(&files, 512, |(n, p, m)| match m {
         Some(m) => Some(load(p, n, m)),
-        None => load_unseen(p, n),
+        None => load_unseen(dir, p, n),
     });
     files
         .into_iter()
@@ -501,8 +507,16 @@ fn load_all(files: Vec<ToLoad>) -> Vec<(Arc<str>, Cached)> {
 /// Read a file of `ticks/` that readdir called regular and nothing has looked at yet: opened
 /// without following links, its stamp from the open file. Anything unusual (it is no longer
 /// regular, it cannot be read) goes the long way, through [`load`]; `None` when it vanished.
-fn load_unseen(path: &Path, name: &str) -> Option<Cached> {
-    if let Ok((m, text)) = fsio::read_regular(path) {
+fn load_unseen(dir: Option<&Dir>, path: &Path, name: &str) -> Option<Cached> {
+    let read = match dir {
+        Some(d) => d.read(std::ffi::OsStr::new(name)).and_then(|(m, bytes)| {
+            String::from_utf8(bytes)
+                .map(|t| (m, t))
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
+        }),
+        None => fsio::read_regular(path),
+    };
+    if let Ok((m, text)) = read {
         return Some(match Tick::parse(&text) {
             Ok(t) => Cached::tick(stamp_of_regular(&m), &t),
             Err(e) => Cached::new(stamp_of_regular(&m), parse_error(e)),
@@ -518,7 +532,7 @@ fn is_suspect(c: &Cached) -> bool {
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     match (&c.entry, c.stamp) {
-        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.mtime_ns) < RACY_NS,
+        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.ctime_ns) < RACY_NS,
         (Entry::Unreadable(_), None) => false, // a symlink stays a symlink until ticks/ changes
         _ => true,
     }

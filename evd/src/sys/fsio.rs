@@ -1,11 +1,14 @@
 //! File primitives the store is built on: reads that never follow a symlink, crash-safe
-//! replacement (temp file, fsync, rename, fsync the directory) and appends.
+//! replacement (temp file, fsync, rename, fsync the directory) and appends. A store's files
+//! (any path through a `.evolving` directory) are opened by [`beneath`]'s walk from the
+//! repository's root, so no link anywhere below it is followed and no FIFO is waited on.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::fs::{self, File};
+use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::beneath;
 
 /// The error of an `O_NOFOLLOW` open: ELOOP (the last component is a symlink) becomes
 /// `message`; any other error is kept.
@@ -36,29 +39,48 @@ pub fn kind_of(m: &fs::Metadata) -> &'static str {
     }
 }
 
-/// Open an existing file for reading without following a final symlink, and refuse anything that
-/// is not a regular file. `O_NONBLOCK` keeps a FIFO planted in its place from blocking the open
-/// (it has no effect on a regular file).
+/// Open an existing regular file for reading. A store's file is walked from its repository's
+/// root (no link below it followed, see [`beneath`]); any other file is opened without
+/// following a final link. Non-blocking, so a FIFO in its place is refused, never waited on.
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new()
+    beneath::root_of(path).open_file(path)
+}
+
+/// Open a file the user named, or one git itself reads (its config, its refs), following links
+/// as they would, but non-blocking and only when it is a regular file: a FIFO, socket, device
+/// or directory there is refused, naming what it is, and never waited on.
+pub fn open_followed(path: &Path) -> io::Result<File> {
+    let f = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| {
-            link_refused(e, || {
-                format!(
-                    "{} is a symlink (evd never follows links inside a store)",
-                    path.display()
-                )
-            })
-        })?;
-    if !f.metadata()?.is_file() {
+        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    let m = f.metadata()?;
+    if m.is_dir() {
+        // What reading it would have said (upstream's messages quote it).
+        return Err(io::Error::from_raw_os_error(libc::EISDIR));
+    }
+    if !m.is_file() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file", path.display()),
+            format!("{} is {}, not a regular file", path.display(), kind_of(&m)),
         ));
     }
     Ok(f)
+}
+
+/// [`open_followed`], read whole (at most `limit` bytes: more is an error naming the limit).
+pub fn read_followed(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open_followed(path)?;
+    let mut bytes = Vec::new();
+    f.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is larger than {limit} bytes", path.display()),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Read a whole regular file as UTF-8 (the same error text as `fs::read_to_string` on bad UTF-8).
@@ -68,11 +90,7 @@ pub fn read_text(path: &Path) -> io::Result<String> {
 
 /// [`read_text`], with what the open file's `fstat` said (no other look at the path).
 pub fn read_regular(path: &Path) -> io::Result<(fs::Metadata, String)> {
-    let f = open_regular(path)?;
-    let m = f.metadata()?;
-    // Sized from that `fstat`, read through `take` so that no second `statx` sizes it again.
-    let mut bytes = Vec::with_capacity(usize::try_from(m.len()).unwrap_or(0).saturating_add(1));
-    (&f).take(u64::MAX).read_to_end(&mut bytes)?;
+    let (m, bytes) = beneath::root_of(path).read(path)?;
     let text = String::from_utf8(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -91,29 +109,15 @@ pub fn read_text_opt(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
-/// fsync a directory so a rename inside it is durable.
+/// fsync a directory so a rename inside it is durable (a store's directory is walked to).
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    match beneath::store_root_of(dir) {
+        Some(root) => beneath::Root::new(root).sync_dir(dir),
+        None => File::open(dir)?.sync_all(),
+    }
 }
 
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// How every temp file evd makes is named at first.
-pub const TEMP_PREFIX: &str = ".evd-tmp-";
-
-/// A fresh temp-file name (unique within this process and time).
-pub fn temp_name() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "{TEMP_PREFIX}{}-{}-{}",
-        std::process::id(),
-        TMP_SEQ.fetch_add(1, Ordering::Relaxed),
-        nanos
-    )
-}
+pub use super::beneath::{temp_name, TEMP_PREFIX};
 
 /// Replace `dest` with `bytes` crash-safely. The temp file is made in `tmp_dir` (which must be on
 /// the same filesystem; on EXDEV the temp goes next to `dest` instead), fsynced, renamed over
@@ -132,6 +136,11 @@ pub fn replace_atomically_mode(
     bytes: &[u8],
     mode: Option<u32>,
 ) -> io::Result<()> {
+    if let Some(root) = beneath::store_root_of(dest) {
+        return beneath::Root::new(root).replace_via(tmp_dir, dest, bytes, mode, true);
+    }
+    // Outside a store (git's hooks, the runtime directory): by path, the last component never
+    // followed.
     let dest_dir = dest
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no parent"))?;
@@ -156,41 +165,9 @@ pub fn replace_atomically_mode(
     sync_dir(dest_dir)
 }
 
-/// Replace `dest` with `bytes` through a temp file and a rename, without fsync: for per-host
-/// caches (state files, the cached origin sha) that are recomputed from the ledger anyway. A
-/// reader never sees a torn file; a power cut may lose the newest version, never the ledger.
-pub fn replace_unsynced(dest: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace_unsynced_mode(dest, bytes, 0o644)
-}
-
-/// [`replace_unsynced`] for a file only its owner may read (mode 0600): the runtime directory's
-/// caches.
-pub fn replace_private(dest: &Path, bytes: &[u8]) -> io::Result<()> {
-    replace_unsynced_mode(dest, bytes, 0o600)
-}
-
-fn replace_unsynced_mode(dest: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let dir = dest
-        .parent()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no parent"))?;
-    let tmp = dir.join(temp_name());
-    let res = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| fs::rename(&tmp, dest));
-    if res.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    res
-}
-
 fn write_new_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let mut f = OpenOptions::new()
+    let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o644)
@@ -206,20 +183,40 @@ fn write_new_mode(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()
     res
 }
 
+/// Replace `dest` with `bytes` through a temp file and a rename, without fsync: for per-host
+/// caches (state files, the cached origin sha) that are recomputed from the ledger anyway. A
+/// reader never sees a torn file; a power cut may lose the newest version, never the ledger.
+pub fn replace_unsynced(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_unsynced_mode(dest, bytes, 0o644)
+}
+
+/// [`replace_unsynced`] for a file only its owner may read (mode 0600): the runtime directory's
+/// caches.
+pub fn replace_private(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_unsynced_mode(dest, bytes, 0o600)
+}
+
+fn replace_unsynced_mode(dest: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (dir, name) = parent_and_name(dest)?;
+    beneath::root_of(dest)
+        .dir(dir)?
+        .replace(name, bytes, (mode != 0o644).then_some(mode), false)
+}
+
+fn parent_and_name(path: &Path) -> io::Result<(&Path, &std::ffi::OsStr)> {
+    match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => Ok((d, n)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} names no file in a directory", path.display()),
+        )),
+    }
+}
+
 /// Create `path` (which must not exist) holding `bytes`, without syncing it: the caller makes a
 /// whole batch durable at once (see [`sync_filesystem`]) before publishing any of it.
 pub fn write_new_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    let res = f.write_all(bytes);
-    if res.is_err() {
-        let _ = fs::remove_file(path);
-    }
-    res
+    beneath::root_of(path).create_new(path, bytes, false)
 }
 
 /// Make everything written so far to the filesystem holding `dir` durable with one call
@@ -241,18 +238,18 @@ pub fn append(path: &Path, line: &[u8]) -> io::Result<()> {
     open_append(path)?.write_all(line)
 }
 
-/// Open `path` for appending (created 0644 if missing), never through a symlink.
+/// Open `path` for appending (created 0644 if missing), never through a symlink (a store's
+/// file: none below its repository's root) and never waiting on a FIFO.
 pub fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
+    beneath::root_of(path).open_append(path)
 }
 
-/// Create a directory (and parents) unless it exists; refuse when it exists as a symlink.
+/// Create a directory (and parents) unless it exists; refuse when it exists as a symlink (a
+/// store's directory: when any directory below its repository's root is one).
 pub fn ensure_dir(path: &Path) -> io::Result<()> {
+    if let Some(root) = beneath::store_root_of(path) {
+        return beneath::Root::new(root).ensure_dir(path).map(|_| ());
+    }
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(io::Error::new(
             io::ErrorKind::InvalidInput,

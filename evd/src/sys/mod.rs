@@ -1,6 +1,7 @@
 //! The operating system, as the rest of evd sees it: child processes with deadlines,
-//! crash-safe files, users, threads for many small reads, the runtime directory, resource
-//! figures, the watch hub and answer files. The bottom layer: it imports nothing else of evd.
+//! crash-safe files, files opened inside a repository without leaving it ([`beneath`]), users,
+//! threads for many small reads, the runtime directory, resource figures, the watch hub and
+//! answer files. The bottom layer: it imports nothing else of evd.
 //!
 //! Whatever differs between operating systems lives in one small module each, with a
 //! `cfg(target_os = …)` implementation per platform family and a portable fallback, so that no
@@ -11,6 +12,7 @@
 //! docs/platforms.md says what is tested where.
 
 pub mod answers;
+pub mod beneath;
 pub mod child;
 pub mod filesystem;
 pub mod fsio;

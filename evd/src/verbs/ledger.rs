@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use crate::ledger::{self, Violation};
 use crate::open::journal::{git_now, own_agent};
 use crate::open::OpenStore;
+use crate::sys::beneath::Root;
 
 fn refusal(v: &Violation, what: &str) -> Refusal {
     Refusal::refused("ledger_rule", format!("{what}: {v}; nothing was appended"))
@@ -62,22 +63,50 @@ pub fn append(
         );
         let ev = ledger::from_client(v.clone(), &host, &git).map_err(|e| refusal(&e, &what))?;
         rules.admit(&ev).map_err(|e| refusal(&e, &what))?;
-        // The artifacts it cites must be there, and hash as it says, before it is written.
+        // The artifacts it cites must be there, and hash as it says, before it is written; one
+        // without a sha256 is evidence nobody can check (seed 003: missing evidence fails).
         let cited: Vec<(u64, ledger::rules::Artifact)> = ledger::rules::artifacts(&ev)
             .map_err(|e| refusal(&e, &what))?
             .into_iter()
             .map(|a| (0, a))
             .collect();
-        if let Some(b) = ledger::file::artifact_fault(&results, &cited, &mut Default::default()) {
+        if let Some((_, a)) = cited.iter().find(|(_, a)| a.sha256.is_none()) {
+            let v = Violation {
+                rule: "artifacts",
+                message: format!(
+                    "artifact {} has no sha256: evidence that cannot be checked is refused",
+                    a.path
+                ),
+            };
+            return Err(refusal(&v, &what));
+        }
+        if let Some(b) = ledger::file::artifact_fault(
+            &Root::new(store.root()),
+            &results,
+            &cited,
+            &mut Default::default(),
+        ) {
             return Err(refusal(&b.violation, &what));
         }
         rules.take(&ev);
         events.push(ev);
     }
-    let lines = store
-        .ledger
-        .append(events, &crate::engine::clock::now_rfc3339())
+    // With a request id, its intent is durable before the batch is written, so that a retry
+    // after a lost answer (or a crash) is told the batch landed instead of writing it twice.
+    let id = store.current_request.clone();
+    let (ledger, requests) = (&mut store.ledger, &mut store.store.requests);
+    let lines = ledger
+        .append_noting(
+            events,
+            &crate::engine::clock::now_rfc3339(),
+            |seq, hash| match &id {
+                Some(id) => requests.intent_ledger(id, seq, hash),
+                None => Ok(()),
+            },
+        )
         .map_err(|e| Refusal::io(format!("writing the ledger: {e}; nothing was appended")))?;
+    // The fault campaign stops evd here: the batch durable, its answer not yet given.
+    fail::fail_point!("ledger.appended", |_| crate::sys::process::die_now());
     let first_seq = lines
         .first()
         .and_then(|l| serde_json::from_str::<Value>(l).ok())
@@ -90,6 +119,7 @@ pub fn append(
 pub fn verify(store: &mut OpenStore) -> Result<LedgerVerifyResult, Refusal> {
     store.require()?;
     let results = store.results_dir();
+    let root = Root::new(store.root());
     let path = store.ledger.path().display().to_string();
     let read = store
         .ledger
@@ -98,9 +128,20 @@ pub fn verify(store: &mut OpenStore) -> Result<LedgerVerifyResult, Refusal> {
     let lines = read.lines;
     let broken = match &read.broken {
         Some(b) => Some(b.clone()),
-        None => {
-            ledger::file::artifact_fault(&results, &read.artifacts, &mut store.artifacts_hashed)
-        }
+        None => ledger::file::artifact_fault(
+            &root,
+            &results,
+            &read.artifacts,
+            &mut store.artifacts_hashed,
+        ),
+    };
+    // The file against its head: an end removed, or the last line evd wrote edited.
+    let broken = match broken {
+        Some(b) => Some(b),
+        None => store
+            .ledger
+            .head_fault_now()
+            .map_err(|e| Refusal::io(format!("reading the ledger: {e}")))?,
     };
     let Some(b) = broken else {
         return Ok(LedgerVerifyResult {
@@ -133,10 +174,18 @@ pub fn verify(store: &mut OpenStore) -> Result<LedgerVerifyResult, Refusal> {
         let git = git_now(store.root());
         let host = ledger::host(store.root());
         let ev = ledger::own_event("ledger_validation_error", own_agent(), &host, &git, payload);
-        let lines = store
+        // A ledger that takes no event at all (torn, or shorter than its head) cannot carry the
+        // report: the fault is still the answer.
+        let lines = match store
             .ledger
             .append_own(vec![ev], &crate::engine::clock::now_rfc3339())
-            .map_err(|e| Refusal::io(format!("writing the ledger: {e}")))?;
+        {
+            Ok(lines) => lines,
+            Err(e) => {
+                tracing::info!(error = %e, "the ledger's fault could not be reported in it");
+                Vec::new()
+            }
+        };
         lines
             .first()
             .and_then(|l| serde_json::from_str::<Value>(l).ok())
@@ -162,14 +211,48 @@ pub fn query(
             .map_err(|e| Refusal::refused("ledger_query", e));
     }
     store.write_journal();
-    let text = match std::fs::read(store.ledger.path()) {
+    let text = match store.ledger.read_bytes() {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(Refusal::io(format!("reading the ledger: {e}"))),
     };
     let events = ledger::query::events_of(&text);
     ledger::query::answer(&req.query, &events, req.last)
         .map_err(|e| Refusal::refused("ledger_query", e))
+}
+
+/// `ev.ledger.repair`: a torn last line moved aside (under `runs/<evd's run id>/`), lines
+/// removed from the end declared skipped, each journaled as a `ledger_correction`.
+pub fn repair(store: &mut OpenStore) -> Result<proto::rpc::LedgerRepairResult, Refusal> {
+    store.require()?;
+    store.write_journal();
+    let results = store.results_dir();
+    let path = store.ledger.path().display().to_string();
+    let (host, git) = (ledger::host(store.root()), git_now(store.root()));
+    let stamp = crate::engine::clock::now_rfc3339().replace([':', '-', '.'], "");
+    let aside = format!("runs/{}/ledger-torn-tail-{stamp}", ledger::run_id());
+    let done = store
+        .ledger
+        .repair(
+            &results,
+            &aside,
+            &crate::engine::clock::now_rfc3339(),
+            |p| ledger::own_event("ledger_correction", own_agent(), &host, &git, p),
+        )
+        .map_err(|e| Refusal::io(format!("repairing the ledger: {e}")))?;
+    let first_seq = if done.is_empty() {
+        None
+    } else {
+        store
+            .ledger
+            .read()
+            .ok()
+            .map(|r| r.tail.seq + 1 - done.len() as u64)
+    };
+    Ok(proto::rpc::LedgerRepairResult {
+        path,
+        repaired: done.into_iter().map(Value::Object).collect(),
+        first_seq,
+    })
 }
 
 /// `ev.ledger.replay`: verify the ledger, then fold it through the verdict engine (ticks read
@@ -196,10 +279,9 @@ pub fn replay(store: &mut OpenStore) -> Result<proto::rpc::LedgerReplayResult, R
         });
         return Ok(out);
     }
-    let text = match std::fs::read(store.ledger.path()) {
+    let text = match store.ledger.read_bytes() {
         Ok(b) => String::from_utf8(b)
             .map_err(|_| Refusal::io("reading the ledger: it is not UTF-8".to_string()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(Refusal::io(format!("reading the ledger: {e}"))),
     };
     store.refresh()?;

@@ -132,10 +132,20 @@ fn contents(
     file: &Option<String>,
 ) -> (Option<String>, Option<String>) {
     match (text, read_error, file) {
-        (None, None, Some(f)) => match std::fs::read_to_string(f) {
-            Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e.to_string())),
-        },
+        // Read as the caller would (links followed), but never waiting on a FIFO.
+        (None, None, Some(f)) => {
+            match crate::sys::fsio::read_followed(std::path::Path::new(f), 1 << 30).and_then(|b| {
+                String::from_utf8(b).map_err(|_| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "stream did not contain valid UTF-8",
+                    )
+                })
+            }) {
+                Ok(t) => (Some(t), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        }
         _ => (text.clone(), read_error.clone()),
     }
 }

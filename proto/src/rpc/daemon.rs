@@ -36,6 +36,20 @@ pub struct StoreStatus {
     /// How long since a request last used the store.
     #[serde(default)]
     pub idle_ms: u64,
+    /// What the store's thread is doing, when it has been at one request for a while (more
+    /// than a second); `stuck` once that is past the store's deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<StoreBusy>,
+}
+
+/// One request holding a store's thread.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoreBusy {
+    /// The request: its method (`ev.check`), or `re-evaluation` for what the watcher started.
+    pub what: String,
+    pub running_ms: u64,
+    /// Past the deadline: requests to this store are refused at once until it is done.
+    pub stuck: bool,
 }
 
 /// What the daemon process holds right now.

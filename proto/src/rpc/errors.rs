@@ -24,6 +24,9 @@ pub mod codes {
     pub const EXPIRED: i32 = -32047;
     /// A retried write was applied before (its tick is in the store), but its answer was lost.
     pub const ALREADY_APPLIED: i32 = -32048;
+    /// The store's thread has been busy past its deadline (stuck on one request): the request
+    /// was not run. Other stores are unaffected; `evctl status` names what it is stuck on.
+    pub const STORE_BUSY: i32 = -32049;
     pub const INTERNAL: i32 = -32603;
 }
 

@@ -58,6 +58,16 @@ pub struct LedgerVerifyResult {
     pub reported_seq: Option<u64>,
 }
 
+/// `ev.ledger.repair`: what was repaired (each a `ledger_correction` payload, in the order
+/// written), and where the first correction landed; nothing repaired when the ledger needed
+/// none.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LedgerRepairResult {
+    pub path: String,
+    pub repaired: Vec<Value>,
+    pub first_seq: Option<u64>,
+}
+
 /// `ev.ledger.replay`: the ledger folded through the verdict engine again (seed 003, rule 3).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LedgerReplayResult {

@@ -8,8 +8,8 @@ use super::daemon::{DaemonStatus, Hello, HelloRequest, ShutdownAck};
 use super::evidence::EvidenceResult;
 use super::guards::{GuardsRequest, GuardsResult};
 use super::ledger::{
-    LedgerAppendRequest, LedgerAppendResult, LedgerQueryRequest, LedgerReplayResult,
-    LedgerVerifyResult,
+    LedgerAppendRequest, LedgerAppendResult, LedgerQueryRequest, LedgerRepairResult,
+    LedgerReplayResult, LedgerVerifyResult,
 };
 use super::migrate::{
     BackfillRequest, BindCheckRequest, BindCheckResult, MigrateEvent, ReconcileRequest,
@@ -136,6 +136,12 @@ pub trait EvApi {
     /// appending a `ledger_validation_error` event, never by changing a line.
     #[method(name = "ledger.verify")]
     async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<LedgerVerifyResult>;
+
+    /// Make the ledger appendable again after a torn last line (moved aside under `runs/`) or
+    /// lines removed from its end (their seqs declared skipped); each repair is journaled as a
+    /// `ledger_correction`. Nothing else is ever changed.
+    #[method(name = "ledger.repair")]
+    async fn ledger_repair(&self, req: StoreRequest) -> RpcResult<LedgerRepairResult>;
 
     /// Replay the ledger: fold its receipts, ticks and git answers through the verdict engine
     /// and compare each `check_run`'s fingerprint; the first that differs is the fault.

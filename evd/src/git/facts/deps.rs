@@ -218,7 +218,7 @@ pub(super) fn loose_ref(gitdir: &Path, name: &str) -> Option<Dep> {
 
 /// A small file's text (following symlinks); `None` when unreadable, too large or not UTF-8.
 fn read_small(path: &Path) -> Option<String> {
-    let f = fs::File::open(path).ok()?;
+    let f = crate::sys::fsio::open_followed(path).ok()?;
     let mut s = String::new();
     f.take(MAX_READ + 1).read_to_string(&mut s).ok()?;
     (s.len() as u64 <= MAX_READ).then_some(s)
@@ -230,7 +230,7 @@ fn includes_others(path: &Path) -> Option<bool> {
     match probe(path).ok()? {
         None => Some(false),
         Some(_) => {
-            let f = fs::File::open(path).ok()?;
+            let f = crate::sys::fsio::open_followed(path).ok()?;
             let mut bytes = Vec::new();
             f.take(MAX_READ + 1).read_to_end(&mut bytes).ok()?;
             if bytes.len() as u64 > MAX_READ {

@@ -258,7 +258,7 @@ impl Evaluation {
         let base = self.plain_base.lock().ok().and_then(|mut b| b.take());
         let copied = base.and_then(|b| {
             let f = &b.from.file;
-            let old = String::from_utf8(std::fs::read(&f.path).ok()?).ok()?;
+            let old = crate::sys::fsio::read_text(&f.path).ok()?;
             let whole = old.len() as u64 == f.len
                 && b.from.ends.len() == b.parts.len()
                 && b.from.ends.last().map_or(0, |&e| e as usize) == old.len();
