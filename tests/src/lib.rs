@@ -11,6 +11,7 @@ pub use tempfile::TempDir;
 
 pub mod bench_lsp;
 pub mod console;
+pub mod fuzz;
 pub mod lsp_client;
 pub mod store_gen;
 
@@ -24,9 +25,15 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Path of a workspace binary (`evd`, `evctl`, …), built by `cargo test --workspace`.
+/// Path of a workspace binary (`evd`, `evctl`, …), built by `cargo test --workspace`: beside
+/// the running executable (a program such as evbench in target/<profile>), else in the
+/// directory above it (a test in target/<profile>/deps).
 pub fn bin(name: &str) -> PathBuf {
-    let p = target_dir().join(name);
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join(name)))
+        .filter(|p| p.is_file());
+    let p = beside.unwrap_or_else(|| target_dir().join(name));
     assert!(
         p.is_file(),
         "{} is missing: run `cargo test --workspace` (or `cargo build --workspace`) first",

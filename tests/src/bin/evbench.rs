@@ -27,6 +27,9 @@
 //! `evbench ledger` runs only the ledger section: append throughput through evd (fsync'd), `ledger
 //! verify` and a query at 100,000 events, and evidence re-hashing at 10,000 citations
 //! (`tests/src/bench_ledger.rs`).
+//! `evbench fuzz [--cases N] [--only TARGET]` runs the fault campaign's property tests
+//! (`evd_e2e::fuzz`: every parser at a door, no panic and a refusal or an exact round trip) for
+//! N cases each (10,000 by default; the targets that run a program per input take a tenth).
 //! `evbench hooks` runs only the hooks section: what
 //! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
 //! last; see `tests/src/bench_hooks.rs`).
@@ -1900,6 +1903,11 @@ fn run(report: &mut Report) -> Res<()> {
     println!("evd:   {}", bins.evd.display());
     println!("evctl: {}", bins.evctl.display());
 
+    // `evbench fuzz [--cases N] [--only TARGET]`: the fault campaign's property tests, long.
+    if std::env::args().skip(1).any(|a| a == "fuzz") {
+        return fuzz_section();
+    }
+
     let w = World::new(bins)?;
     println!(
         "private XDG_RUNTIME_DIR: {} (fs {})",
@@ -2108,6 +2116,58 @@ fn run(report: &mut Report) -> Res<()> {
         None => println!("migrate: not measured (debug build)"),
     }
     Ok(())
+}
+
+/// `evbench fuzz`: every target of `evd_e2e::fuzz` for `--cases N` generated inputs (10,000 by
+/// default; the targets that run a program per input take a tenth), or only `--only TARGET`.
+fn fuzz_section() -> Res<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let cases: u32 = match flag("--cases") {
+        Some(n) => n
+            .parse()
+            .map_err(|_| format!("--cases {n}: not a number"))?,
+        None => 10_000,
+    };
+    let only = flag("--only");
+    println!(
+        "
+fuzz: the doors' parsers, {cases} cases each (program targets: a tenth)"
+    );
+    let mut failed = Vec::new();
+    for t in evd_e2e::fuzz::TARGETS {
+        if only.as_deref().is_some_and(|o| o != t) {
+            continue;
+        }
+        let n = if matches!(t, "lsp" | "grammar" | "request_id") {
+            (cases / 10).max(1)
+        } else {
+            cases
+        };
+        let started = Instant::now();
+        let r = evd_e2e::fuzz::run(t, n);
+        println!(
+            "  {t:<11} {n:>8} cases  {:>10}  {}",
+            fmt_dur(started.elapsed()),
+            match &r {
+                Ok(()) => "no finding".to_string(),
+                Err(e) => format!("FINDING: {e}"),
+            }
+        );
+        if r.is_err() {
+            failed.push(t);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("fuzz findings in {failed:?}"))
+    }
 }
 
 fn main() -> std::process::ExitCode {
