@@ -345,3 +345,68 @@ fn a_ledger_append_is_applied_once_per_request_id() {
     assert_eq!(v.code, 0, "{v:?}");
     w2.stop_daemon();
 }
+
+/// Killed at each durable step of a decide (the tick written, HEAD moved, the journal written),
+/// then asked again with the same request id by a daemon without the crash point: the decision
+/// is on the chain exactly once, its `tick_recorded` is in the ledger (recovered when the dead
+/// daemon had not written it), and the ledger verifies. Without a crash, the journal event is
+/// in the ledger by the time the answer comes back.
+#[test]
+fn a_decide_killed_at_each_durable_step_lands_once_with_its_journal_event() {
+    let recorded = |repo: &Repo, tick: &str| {
+        std::fs::read_to_string(repo.ev_dir().join("results/ledger/events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                l.contains("\"event_type\":\"tick_recorded\"")
+                    && l.contains(&format!("\"tick_id\":\"{tick}\""))
+            })
+            .count()
+    };
+    // No crash: journaled before the answer.
+    let w = World::new();
+    let repo = Repo::new();
+    w.evctl(repo.path(), &["init"]).ok();
+    let a = rpc_post(
+        &w.socket(),
+        "ev.decide",
+        decide_params(repo.path(), "req-j0", "now"),
+    );
+    let tick = a["result"]["id"].as_str().expect("id").to_string();
+    assert_eq!(recorded(&repo, &tick), 1, "journaled before the answer");
+    w.stop_daemon();
+
+    for point in [
+        "append.tick_durable",
+        "append.head_written",
+        "write.journaled",
+    ] {
+        let mut w = World::with_env(&[("FAILPOINTS", &format!("{point}=return"))]);
+        let repo = Repo::new();
+        w.evctl(repo.path(), &["init"]).ok();
+        let params = decide_params(repo.path(), "req-crash", &format!("crash at {point}"));
+        let pid = w.daemon_pid().expect("daemon pid");
+        let _ = std::panic::catch_unwind(|| rpc_post(&w.socket(), "ev.decide", params.clone()));
+        assert!(
+            evd_e2e::wait_until(Duration::from_secs(10), || !evd_e2e::pid_alive(pid)),
+            "{point}: the crash point did not stop evd"
+        );
+        w.env.clear();
+        w.evctl(repo.path(), &["list"]).ok(); // a daemon without the crash point
+        let again = rpc_post(&w.socket(), "ev.decide", params);
+        let on_chain = decisions_on_chain(&repo)
+            .iter()
+            .filter(|d| d.starts_with("crash at"))
+            .count();
+        assert_eq!(on_chain, 1, "{point}: exactly once ({again})");
+        let tick = chain(&repo).last().cloned().expect("a tick");
+        assert_eq!(
+            recorded(&repo, &tick),
+            1,
+            "{point}: journaled once ({again})"
+        );
+        let v = w.evctl(repo.path(), &["ledger", "verify"]);
+        assert_eq!(v.code, 0, "{point}: {v:?}");
+        w.stop_daemon();
+    }
+}

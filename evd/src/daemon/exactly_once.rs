@@ -73,6 +73,9 @@ where
                 }
                 Some(Seen::Done { answer: None }) => return Err(already_applied(id, None)),
                 Some(Seen::Intent { tick }) if store.ticks_dir().join(&tick).is_file() => {
+                    // The daemon that wrote it died before its answer, perhaps before its
+                    // journal event too: recorded now, marked as recovered.
+                    journal_recovered(store, &tick);
                     return Err(already_applied(
                         id,
                         Some(format!("as tick {tick} (see `evctl show {tick}`)")),
@@ -117,6 +120,12 @@ where
     // ticks appended, or, for writes that append no tick (receipts), the caller says so.
     let wrote =
         store.writes != writes || key.as_deref().is_some_and(|k| k.starts_with(RECORD_ALWAYS));
+    // No acknowledged write without its journal event: what it journaled (a tick recorded, a
+    // receipt appended) is durable in the ledger before the answer goes out.
+    if wrote && out.is_ok() {
+        store.write_journal();
+        fail::fail_point!("write.journaled", |_| crate::sys::process::die_now());
+    }
     if let (Some(id), Ok(answer), true) = (&id, &out, wrote) {
         match serde_json::to_value(answer) {
             Ok(v) => {
@@ -130,6 +139,25 @@ where
         }
     }
     out
+}
+
+/// Journal `tick` as recorded (by a daemon that died before it could), unless the ledger
+/// already says so.
+fn journal_recovered(store: &mut OpenStore, tick: &str) {
+    let said = store.ledger.read_bytes().is_ok_and(|b| {
+        String::from_utf8_lossy(&b).lines().any(|l| {
+            l.contains("\"event_type\":\"tick_recorded\"")
+                && l.contains(&format!("\"tick_id\":\"{tick}\""))
+        })
+    });
+    if said {
+        return;
+    }
+    let text = store.read_tick_file(tick).ok().flatten();
+    if let Some(t) = text.and_then(|s| proto::Tick::parse(&s).ok()) {
+        store.journal_tick("recovered", &t);
+        store.write_journal();
+    }
 }
 
 fn already_applied(id: &str, what: Option<String>) -> Refusal {

@@ -42,12 +42,15 @@ impl Store {
         self.record_intent(&tick.id)?;
         fsio::replace_atomically(&tmp, &dest, tick.file_bytes().as_bytes())
             .map_err(|e| Refusal::io(format!("writing tick: {e}")))?;
+        // The fault campaign's crash points: the tick durable, HEAD not yet; then HEAD too.
+        fail::fail_point!("append.tick_durable", |_| crate::sys::process::die_now());
         let head = self.ev.join("HEAD");
         if let Err(e) = fsio::replace_atomically(&tmp, &head, tick.id.as_bytes()) {
             // Not recorded: take the tick back out before saying so, so that a write reported
             // as failed never lands (the roll-forward at open would otherwise adopt it).
             return Err(self.undo_append(&tick.id, &tick.parent_id, &e));
         }
+        fail::fail_point!("append.head_written", |_| crate::sys::process::die_now());
         self.writes += 1;
         self.cache.took_own(in_sync, [&tick]);
         Ok(())
