@@ -124,7 +124,7 @@ where
     // receipt appended) is durable in the ledger before the answer goes out.
     if wrote && out.is_ok() {
         store.write_journal();
-        fail::fail_point!("write.journaled", |_| crate::sys::process::die_now());
+        crate::crash_point!("write.journaled");
     }
     if let (Some(id), Ok(answer), true) = (&id, &out, wrote) {
         match serde_json::to_value(answer) {

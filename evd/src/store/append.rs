@@ -43,14 +43,14 @@ impl Store {
         fsio::replace_atomically(&tmp, &dest, tick.file_bytes().as_bytes())
             .map_err(|e| Refusal::io(format!("writing tick: {e}")))?;
         // The fault campaign's crash points: the tick durable, HEAD not yet; then HEAD too.
-        fail::fail_point!("append.tick_durable", |_| crate::sys::process::die_now());
+        crate::crash_point!("append.tick_durable");
         let head = self.ev.join("HEAD");
         if let Err(e) = fsio::replace_atomically(&tmp, &head, tick.id.as_bytes()) {
             // Not recorded: take the tick back out before saying so, so that a write reported
             // as failed never lands (the roll-forward at open would otherwise adopt it).
             return Err(self.undo_append(&tick.id, &tick.parent_id, &e));
         }
-        fail::fail_point!("append.head_written", |_| crate::sys::process::die_now());
+        crate::crash_point!("append.head_written");
         self.writes += 1;
         self.cache.took_own(in_sync, [&tick]);
         Ok(())
@@ -166,6 +166,7 @@ impl Store {
             discard(&staged);
             return Err(fail(e));
         }
+        crate::crash_point!("batch.staged");
         // 3. Publish into ticks/, then make the names durable.
         let mut published: Vec<PathBuf> = Vec::with_capacity(ticks.len());
         let unpublish = |published: &[PathBuf]| {
@@ -201,6 +202,7 @@ impl Store {
             unpublish(&published);
             return Err(fail(e));
         }
+        crate::crash_point!("batch.published");
         // 4. HEAD moves once, to the tip.
         if let Err(e) = fsio::replace_atomically(&tmp, &self.ev.join("HEAD"), last.id.as_bytes()) {
             // HEAD may have moved before the error (its directory sync failed): put it back.
@@ -214,6 +216,7 @@ impl Store {
             unpublish(&published);
             return Err(fail(e));
         }
+        crate::crash_point!("batch.head_written");
         progress("write", total, total);
         self.writes += total;
         self.cache.took_own(in_sync, ticks);

@@ -104,6 +104,37 @@ pub fn open_own_executable() -> io::Result<File> {
     std::env::current_exe().and_then(File::open)
 }
 
+/// A crash point of the fault campaign (see [`crash`]); nothing at all in builds without the
+/// `failpoints` feature.
+#[macro_export]
+macro_rules! crash_point {
+    ($name:expr) => {
+        #[cfg(feature = "failpoints")]
+        {
+            if let Some(arg) = fail::eval($name, |a| a) {
+                $crate::sys::process::crash(arg);
+            }
+        }
+    };
+}
+
+/// What a crash point does when its failpoint is set (`FAILPOINTS='<name>=return'`): end evd
+/// as `kill -9` would. With `return(<path>)` only the first process to get there dies (it
+/// creates `<path>`); later ones go on, so a retry by the next daemon runs through.
+pub fn crash(once: Option<String>) {
+    if let Some(path) = once.filter(|p| !p.is_empty()) {
+        let first = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .is_ok();
+        if !first {
+            return;
+        }
+    }
+    die_now()
+}
+
 /// End this process at once, as `kill -9` would: nothing flushed, nothing cleaned up. Only the
 /// fault campaign's crash points call it (`FAILPOINTS='<point>=return'`), to stop evd exactly
 /// between two durable steps.

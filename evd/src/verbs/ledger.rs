@@ -106,7 +106,7 @@ pub fn append(
         )
         .map_err(|e| Refusal::io(format!("writing the ledger: {e}; nothing was appended")))?;
     // The fault campaign stops evd here: the batch durable, its answer not yet given.
-    fail::fail_point!("ledger.appended", |_| crate::sys::process::die_now());
+    crate::crash_point!("ledger.appended");
     let first_seq = lines
         .first()
         .and_then(|l| serde_json::from_str::<Value>(l).ok())

@@ -126,6 +126,7 @@ pub fn append_receipts(
             }),
         }
     }
+    crate::crash_point!("receipts.appended");
     for run in &req.runs {
         record_tool_run(store, &run_id, run);
     }
