@@ -13,6 +13,7 @@ pub mod bench_lsp;
 pub mod console;
 pub mod fuzz;
 pub mod lsp_client;
+pub mod soak;
 pub mod store_gen;
 
 /// The directory the test binaries were built into (target/<profile>).

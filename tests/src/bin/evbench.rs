@@ -30,6 +30,9 @@
 //! `evbench fuzz [--cases N] [--only TARGET]` runs the fault campaign's property tests
 //! (`evd_e2e::fuzz`: every parser at a door, no panic and a refusal or an exact round trip) for
 //! N cases each (10,000 by default; the targets that run a program per input take a tenth).
+//! `evbench soak [--minutes M] [--stores N] [--kill-every SECS]` drives mixed traffic over N
+//! stores (50) for M minutes (30) with evd SIGKILLed every SECS (20) on average, then accounts
+//! for every write (`evd_e2e::soak`).
 //! `evbench hooks` runs only the hooks section: what
 //! evctl's pre-commit gate adds to a `git commit` at 1k, 10k and 100k ticks (`--no-100k` skips the
 //! last; see `tests/src/bench_hooks.rs`).
@@ -1907,6 +1910,11 @@ fn run(report: &mut Report) -> Res<()> {
     if std::env::args().skip(1).any(|a| a == "fuzz") {
         return fuzz_section();
     }
+    // `evbench soak --minutes M [--stores N] [--kill-every SECS]`: traffic and kills, then the
+    // account of every write.
+    if std::env::args().skip(1).any(|a| a == "soak") {
+        return soak_section();
+    }
 
     let w = World::new(bins)?;
     println!(
@@ -2167,6 +2175,93 @@ fuzz: the doors' parsers, {cases} cases each (program targets: a tenth)"
         Ok(())
     } else {
         Err(format!("fuzz findings in {failed:?}"))
+    }
+}
+
+/// `evbench soak`: `evd_e2e::soak` for `--minutes M` (30 by default) over `--stores N` (50)
+/// with evd killed every `--kill-every SECS` (20) on average; the account, and what evd held.
+fn soak_section() -> Res<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str, default: f64| -> Res<f64> {
+        match args
+            .iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+        {
+            Some(v) => v.parse().map_err(|_| format!("{name} {v}: not a number")),
+            None => Ok(default),
+        }
+    };
+    let minutes = flag("--minutes", 30.0)?;
+    let cfg = evd_e2e::soak::Config {
+        duration: Duration::from_secs_f64(minutes * 60.0),
+        stores: flag("--stores", 50.0)? as usize,
+        kill_every: Some(Duration::from_secs_f64(flag("--kill-every", 20.0)?)),
+    };
+    println!(
+        "\nsoak: {minutes} min, {} stores, evd killed every ~{:?}",
+        cfg.stores,
+        cfg.kill_every.unwrap_or_default()
+    );
+    let w = evd_e2e::World::new();
+    let r = evd_e2e::soak::run(&w, &cfg)?;
+    w.stop_daemon();
+    let mut ops: Vec<_> = r.ops.iter().collect();
+    ops.sort();
+    println!("  operations: {ops:?}");
+    println!(
+        "  kills {}; decides done {} (failed, told so: {}); ledger appends done {}",
+        r.kills, r.decides_done, r.decides_failed, r.appends_done
+    );
+    println!(
+        "  lost {} / duplicated {} / ledgers not verifying {} / checks disagreeing {}",
+        r.lost.len(),
+        r.duplicated.len(),
+        r.unverified.len(),
+        r.disagreeing.len()
+    );
+    for line in r
+        .lost
+        .iter()
+        .chain(&r.duplicated)
+        .chain(&r.unverified)
+        .chain(&r.disagreeing)
+    {
+        println!("    {line}");
+    }
+    // What each daemon held: the first and the last sample of each, and the largest.
+    let mut by_pid: Vec<(u32, Vec<evd_e2e::soak::Sample>)> = Vec::new();
+    for s in &r.samples {
+        match by_pid.last_mut() {
+            Some((pid, v)) if *pid == s.pid => v.push(*s),
+            _ => by_pid.push((s.pid, vec![*s])),
+        }
+    }
+    println!("  evd, per daemon (pid: samples, RSS first → last (max), threads, fds):");
+    for (pid, v) in &by_pid {
+        let (Some(a), Some(b)) = (v.first(), v.last()) else {
+            continue;
+        };
+        let max = |f: fn(&evd_e2e::soak::Sample) -> u64| v.iter().map(f).max().unwrap_or(0);
+        println!(
+            "    {pid}: {} sample(s) from {:.0} s, RSS {} → {} KiB (max {}), threads {} → {} (max {}), fds {} → {} (max {})",
+            v.len(),
+            a.at.as_secs_f64(),
+            a.rss_kib,
+            b.rss_kib,
+            max(|s| s.rss_kib),
+            a.threads,
+            b.threads,
+            max(|s| s.threads),
+            a.fds,
+            b.fds,
+            max(|s| s.fds)
+        );
+    }
+    if r.clean() {
+        Ok(())
+    } else {
+        Err("the soak found lost, duplicated or disagreeing writes".into())
     }
 }
 
