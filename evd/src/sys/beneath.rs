@@ -225,48 +225,46 @@ impl Root {
         })
     }
 
-    /// The directory at `path`, reached without following a link.
-    pub fn dir(&self, path: &Path) -> io::Result<Dir> {
+    /// The walk itself: from the root through `names`, one directory at a time, each made
+    /// where missing when `make`.
+    fn walk(&self, names: &[&OsStr], make: bool) -> io::Result<Dir> {
         let mut d = self.open()?;
-        for n in self.names(path)? {
-            d = d.child(n)?;
+        for n in names {
+            d = if make {
+                d.ensure_child(n)?
+            } else {
+                d.child(n)?
+            };
         }
         Ok(d)
+    }
+
+    /// The directory at `path`, reached without following a link.
+    pub fn dir(&self, path: &Path) -> io::Result<Dir> {
+        self.walk(&self.names(path)?, false)
     }
 
     /// The directory at `path`, made (with its parents, 0755 under the umask) where missing.
     pub fn ensure_dir(&self, path: &Path) -> io::Result<Dir> {
-        let mut d = self.open()?;
-        for n in self.names(path)? {
-            d = d.ensure_child(n)?;
-        }
-        Ok(d)
+        self.walk(&self.names(path)?, true)
     }
 
-    /// The directory holding `path` (walked) and `path`'s own name.
+    /// The directory holding `path` (walked; made where missing when `make`) and `path`'s own
+    /// name.
+    fn parent_of<'a>(&self, path: &'a Path, make: bool) -> io::Result<(Dir, &'a OsStr)> {
+        let mut names = self.names(path)?;
+        let last = names
+            .pop()
+            .ok_or_else(|| invalid(format!("{} names no file", path.display())))?;
+        Ok((self.walk(&names, make)?, last))
+    }
+
     fn parent<'a>(&self, path: &'a Path) -> io::Result<(Dir, &'a OsStr)> {
-        let mut names = self.names(path)?;
-        let last = names
-            .pop()
-            .ok_or_else(|| invalid(format!("{} names no file", path.display())))?;
-        let mut d = self.open()?;
-        for n in names {
-            d = d.child(n)?;
-        }
-        Ok((d, last))
+        self.parent_of(path, false)
     }
 
-    /// [`Root::parent`], the directories made where missing.
     fn parent_made<'a>(&self, path: &'a Path) -> io::Result<(Dir, &'a OsStr)> {
-        let mut names = self.names(path)?;
-        let last = names
-            .pop()
-            .ok_or_else(|| invalid(format!("{} names no file", path.display())))?;
-        let mut d = self.open()?;
-        for n in names {
-            d = d.ensure_child(n)?;
-        }
-        Ok((d, last))
+        self.parent_of(path, true)
     }
 
     /// Open the regular file at `path` for reading.
@@ -585,5 +583,84 @@ impl Dir {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(p: &Path) {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn reads_and_writes_stay_below_the_root_and_refuse_what_is_not_a_file() {
+        let d = tempfile::tempdir().expect("tmp");
+        let outside = tempfile::tempdir().expect("outside");
+        std::fs::write(outside.path().join("secret"), "outside").expect("write");
+        let root = Root::new(d.path());
+        root.replace(Path::new("a/b/f"), b"one", None, true)
+            .expect("replace");
+        assert_eq!(root.read_text(Path::new("a/b/f")).expect("read"), "one");
+        root.append(Path::new("a/b/f"), b"+two").expect("append");
+        assert_eq!(
+            root.read_text(&d.path().join("a/b/f"))
+                .expect("absolute path"),
+            "one+two"
+        );
+
+        // A link as the file, as a parent directory, and a path leading out: all refused.
+        std::os::unix::fs::symlink(outside.path().join("secret"), d.path().join("a/l"))
+            .expect("symlink");
+        std::os::unix::fs::symlink(outside.path(), d.path().join("a/dir")).expect("symlink");
+        for p in ["a/l", "a/dir/secret", "../secret"] {
+            let e = root.read_text(Path::new(p)).expect_err(p);
+            assert!(
+                e.to_string().contains("symlink") || e.to_string().contains("outside"),
+                "{p}: {e}"
+            );
+        }
+        assert!(root.append(Path::new("a/dir/secret"), b"x").is_err());
+        assert!(root
+            .replace(Path::new("a/dir/new"), b"x", None, true)
+            .is_err());
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("secret")).expect("read"),
+            "outside"
+        );
+        assert!(!outside.path().join("new").exists());
+
+        // A FIFO is refused at once, for reading and for appending; so is a directory.
+        mkfifo(&d.path().join("a/fifo"));
+        for e in [
+            root.read_text(Path::new("a/fifo")).expect_err("fifo"),
+            root.append(Path::new("a/fifo"), b"x").expect_err("fifo"),
+        ] {
+            assert!(e.to_string().contains("is a FIFO"), "{e}");
+        }
+        let e = root.read_text(Path::new("a/b")).expect_err("directory");
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        assert_eq!(
+            root.stat(Path::new("a/l")).expect("stat").map(|s| s.kind),
+            Some(Kind::Symlink)
+        );
+        assert_eq!(root.stat(Path::new("a/none")).expect("stat"), None);
+    }
+
+    #[test]
+    fn the_repository_root_of_a_store_path_is_above_its_evolving() {
+        assert_eq!(
+            store_root_of(Path::new("/r/x/.evolving/results/ledger/events.jsonl")),
+            Some(Path::new("/r/x"))
+        );
+        assert_eq!(
+            store_root_of(Path::new("/r/x/.evolving")),
+            Some(Path::new("/r/x"))
+        );
+        assert_eq!(store_root_of(Path::new("/r/x/file")), None);
+        assert_eq!(root_of(Path::new("/r/x/file")).path(), Path::new("/r/x"));
     }
 }
