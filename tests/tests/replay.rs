@@ -301,6 +301,37 @@ fn a_receipt_changed_in_the_ledger_fails_the_replay_even_with_the_chain_rewritte
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["fault"]["line"], first_check_after, "{v}");
 
+    // The counts or the gate a check reported, changed with the chain rewritten: the verdicts
+    // do not add up to them.
+    let mut forged = good.clone();
+    forge(&mut forged, first_check_after as usize - 1, |l| {
+        assert!(l.contains("\"non_gating\":0"), "{l}");
+        l.replacen("\"non_gating\":0", "\"non_gating\":3", 1)
+    });
+    put(&path, &forged);
+    let (code, v) = replay(&w, &r);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["fault"]["line"], first_check_after, "{v}");
+    assert!(
+        v["fault"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("tally")),
+        "{v}"
+    );
+    let mut forged = good.clone();
+    forge(&mut forged, first_check_after as usize - 1, |l| {
+        l.replacen("\"gating\":false", "\"gating\":true", 1)
+    });
+    put(&path, &forged);
+    let (code, v) = replay(&w, &r);
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        v["fault"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("gating")),
+        "{v}"
+    );
+
     // Put back, it replays again.
     put(&path, &good);
     assert_eq!(replay(&w, &r).0, 0);

@@ -25,6 +25,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use proto::rpc::Tally;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -337,6 +338,12 @@ fn selected_of(v: &Value) -> Option<Selected> {
 // ---------------------------------------------------------------------------------------------
 // The replay
 
+/// What a `check_run` replays to.
+struct Replayed {
+    fingerprint: String,
+    tally: Tally,
+}
+
 /// Where a replay parted from the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Parted {
@@ -348,8 +355,8 @@ pub struct Parted {
 
 /// One current tick's verdicts as the replay last computed them, and what they rest on.
 struct Memo {
-    /// `(ground, label)` per test ground.
-    labels: Vec<(usize, &'static str)>,
+    /// `(ground, label, whether it gates)` per test ground.
+    labels: Vec<(usize, &'static str, bool)>,
     keys: Vec<String>,
     /// The receipt counter when computed, and the global inputs' version.
     at: u64,
@@ -499,12 +506,31 @@ impl Replay {
                 };
                 let recorded = p.get("fingerprint").and_then(Value::as_str).unwrap_or("");
                 let got = self.check_run(b, ticks).map_err(parted)?;
-                if got != recorded {
+                let fp = &got.fingerprint;
+                if fp != recorded {
                     return Err(parted(format!(
                         "the verdicts replay to fingerprint {}, but the check recorded {} (its receipts, ticks or git answers are not what the ledger says they were)",
-                        &got[..12.min(got.len())],
+                        &fp[..12.min(fp.len())],
                         &recorded[..12.min(recorded.len())]
                     )));
+                }
+                // The counts and the gate the check reported must follow from those verdicts.
+                if let Some(t) = p.get("tally") {
+                    let said: Option<Tally> = serde_json::from_value(t.clone()).ok();
+                    if said.as_ref() != Some(&got.tally) {
+                        return Err(parted(format!(
+                            "the verdicts replay to a tally of {} gating, {} green, {} other, but the check recorded {t}",
+                            got.tally.gating, got.tally.green, got.tally.non_gating
+                        )));
+                    }
+                }
+                if let Some(g) = p.get("gating").and_then(Value::as_bool) {
+                    if g != (got.tally.gating > 0) {
+                        return Err(parted(format!(
+                            "the verdicts replay to gating {}, but the check recorded gating {g}",
+                            got.tally.gating > 0
+                        )));
+                    }
                 }
                 self.replayed += 1;
             }
@@ -555,12 +581,12 @@ impl Replay {
         Ok(())
     }
 
-    /// The fingerprint of the verdicts on `b`'s basis.
+    /// The verdicts on `b`'s basis: their fingerprint and tally.
     fn check_run(
         &mut self,
         b: &Map<String, Value>,
         ticks: &mut TickSource<'_>,
-    ) -> Result<String, String> {
+    ) -> Result<Replayed, String> {
         let now = b
             .get("now")
             .and_then(Value::as_str)
@@ -619,14 +645,29 @@ impl Replay {
             }
         }
         let memos = &self.memos;
-        Ok(crate::memo::check::fingerprint_of(
+        let rows = || {
             self.order.iter().flat_map(|(_, Reverse(id))| {
                 memos
                     .get(id)
                     .into_iter()
-                    .flat_map(move |m| m.labels.iter().map(move |(g, l)| (id.as_str(), *g, *l)))
-            }),
-        ))
+                    .flat_map(move |m| m.labels.iter().map(move |r| (id.as_str(), *r)))
+            })
+        };
+        // The tally as `check` counts it: gating rows, then green ones, then the rest.
+        let mut tally = Tally::default();
+        for (_, (_, label, gates)) in rows() {
+            match (gates, label) {
+                (true, _) => tally.gating += 1,
+                (false, "green") => tally.green += 1,
+                _ => tally.non_gating += 1,
+            }
+        }
+        Ok(Replayed {
+            fingerprint: crate::memo::check::fingerprint_of(
+                rows().map(|(id, (g, l, _))| (id, g, l)),
+            ),
+            tally,
+        })
     }
 }
 
@@ -662,7 +703,7 @@ fn evaluate(
             memo.expires = Some(memo.expires.map_or(at, |e| e.min(at)));
         }
         let (label, _) = verdict::lock(tick, v.label);
-        memo.labels.push((gi, label.as_str()));
+        memo.labels.push((gi, label.as_str(), label.gates()));
         memo.keys.push(key);
     }
     memo
