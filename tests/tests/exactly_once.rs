@@ -410,3 +410,40 @@ fn a_decide_killed_at_each_durable_step_lands_once_with_its_journal_event() {
         w.stop_daemon();
     }
 }
+
+/// A write whose daemon died after its tick was durable and before its journal, never asked
+/// again: the next daemon to take the store journals the tick as recovered (no acknowledged —
+/// or landed — tick without its event), and a late retry is told it was applied.
+#[test]
+fn a_crashed_write_nobody_retries_is_journaled_as_recovered_by_the_next_daemon() {
+    let mut w = World::with_env(&[("FAILPOINTS", "append.head_written=return")]);
+    let repo = Repo::new();
+    w.evctl(repo.path(), &["init"]).ok();
+    let params = decide_params(repo.path(), "req-orphan", "orphaned");
+    let pid = w.daemon_pid().expect("daemon pid");
+    let _ = std::panic::catch_unwind(|| rpc_post(&w.socket(), "ev.decide", params.clone()));
+    assert!(
+        evd_e2e::wait_until(Duration::from_secs(10), || !evd_e2e::pid_alive(pid)),
+        "the crash point did not stop evd"
+    );
+    w.env.clear();
+    w.evctl(repo.path(), &["list"]).ok();
+    let tick = chain(&repo).first().cloned().expect("the tick landed");
+    let ledger = std::fs::read_to_string(repo.ev_dir().join("results/ledger/events.jsonl"))
+        .unwrap_or_default();
+    let recorded: Vec<&str> = ledger
+        .lines()
+        .filter(|l| l.contains("\"event_type\":\"tick_recorded\"") && l.contains(&tick))
+        .collect();
+    assert_eq!(recorded.len(), 1, "{ledger}");
+    assert!(
+        recorded[0].contains("\"verb\":\"recovered\""),
+        "{}",
+        recorded[0]
+    );
+    w.evctl(repo.path(), &["ledger", "verify"]).ok();
+    let late = rpc_post(&w.socket(), "ev.decide", params);
+    assert_eq!(late["error"]["code"], -32048, "{late}");
+    assert_eq!(chain(&repo).len(), 1);
+    w.stop_daemon();
+}

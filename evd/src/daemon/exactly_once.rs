@@ -72,7 +72,9 @@ where
                     });
                 }
                 Some(Seen::Done { answer: None }) => return Err(already_applied(id, None)),
-                Some(Seen::Intent { tick }) if store.ticks_dir().join(&tick).is_file() => {
+                Some(Seen::Intent { tick } | Seen::Recovered { tick })
+                    if store.ticks_dir().join(&tick).is_file() =>
+                {
                     // The daemon that wrote it died before its answer, perhaps before its
                     // journal event too: recorded now, marked as recovered.
                     journal_recovered(store, &tick);
@@ -144,12 +146,10 @@ where
 /// Journal `tick` as recorded (by a daemon that died before it could), unless the ledger
 /// already says so.
 fn journal_recovered(store: &mut OpenStore, tick: &str) {
-    let said = store.ledger.read_bytes().is_ok_and(|b| {
-        String::from_utf8_lossy(&b).lines().any(|l| {
-            l.contains("\"event_type\":\"tick_recorded\"")
-                && l.contains(&format!("\"tick_id\":\"{tick}\""))
-        })
-    });
+    let said = store
+        .ledger
+        .read_bytes()
+        .is_ok_and(|b| crate::ledger::records_tick(&String::from_utf8_lossy(&b), tick));
     if said {
         return;
     }

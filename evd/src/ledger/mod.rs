@@ -50,6 +50,13 @@ pub fn git(branch: &str, head_sha: &str, dirty: bool) -> Value {
 /// readable version (upgraded to the current one here), of a type clients may append, and
 /// without the writer's own fields. `host` and `git` are filled in from `host`/`git` when the
 /// event has none. Returns the event ready for [`Rules::admit`].
+/// Whether the ledger `text` has a `tick_recorded` for `tick`.
+pub fn records_tick(text: &str, tick: &str) -> bool {
+    let id = format!("\"tick_id\":\"{tick}\"");
+    text.lines()
+        .any(|l| l.contains("\"event_type\":\"tick_recorded\"") && l.contains(&id))
+}
+
 /// The agent ids of evd's own events (`evctl` when it answers in-process).
 pub const OWN_AGENTS: [&str; 2] = ["evd", "evctl"];
 

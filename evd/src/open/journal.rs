@@ -71,6 +71,49 @@ impl OpenStore {
         }
     }
 
+    /// Journal, as `recovered`, each tick a write landed without its `tick_recorded`: the daemon
+    /// that wrote it died after the tick was durable and before its journal (its request log
+    /// has the intent, never the answer) and nobody asked again. Costs nothing when every write
+    /// finished (the ledger is read only when one did not).
+    pub fn journal_crashed_writes(&mut self) {
+        let landed: Vec<(String, String)> = self
+            .store
+            .requests
+            .unfinished_ticks()
+            .into_iter()
+            .filter(|(_, t)| self.store.ticks_dir().join(t).is_file())
+            .collect();
+        if landed.is_empty() {
+            return;
+        }
+        let text = self.ledger.read_bytes().unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        let mut any = false;
+        for (id, t) in landed {
+            // Applied, its answer lost: a retry is told so (and this is not looked at again).
+            if let Err(e) = self.store.requests.recovered(&id, &t) {
+                tracing::warn!(error = %e, "cannot record a recovered write in the request log");
+            }
+            if crate::ledger::records_tick(&text, &t) {
+                continue;
+            }
+            let tick = self
+                .store
+                .read_tick_file(&t)
+                .ok()
+                .flatten()
+                .and_then(|s| proto::Tick::parse(&s).ok());
+            if let Some(tick) = tick {
+                tracing::info!(tick = %tick.id, "journaling a tick a dead daemon recorded without its event");
+                self.journal_tick("recovered", &tick);
+                any = true;
+            }
+        }
+        if any {
+            self.write_journal();
+        }
+    }
+
     /// Note one of evd's own events for the ledger (written shortly after, with the others
     /// waiting: see [`OpenStore::write_journal`]).
     pub fn journal(

@@ -40,6 +40,8 @@ pub struct OpenStore {
     pub store: Store,
     /// [`Store::lock_losses`] when the state below was last known good.
     lock_losses: u64,
+    /// Whether writes a dead daemon left unjournaled were looked for since the lock was taken.
+    reconciled: bool,
     /// Answers of `git rev-list <base>..<tip> -- <paths>`, per tip; `None` until taken back
     /// from the previous daemon's `results/` on first use.
     ranges: Option<crate::git::ranges::Memo>,
@@ -159,6 +161,7 @@ impl OpenStore {
         OpenStore {
             store,
             lock_losses: 0,
+            reconciled: false,
             ranges: None,
             ranges_unsaved: None,
             state_epoch: 0,
@@ -203,6 +206,11 @@ impl OpenStore {
             self.state_written.clear();
             self.verdicts = None;
             self.verify_memo.clear();
+            self.reconciled = false;
+        }
+        if r.is_ok() && !self.reconciled {
+            self.reconciled = true;
+            self.journal_crashed_writes();
         }
         r
     }

@@ -43,6 +43,8 @@ pub enum Seen {
     Intent { tick: String },
     /// Its ledger batch was about to be appended, its first line at `seq` with `hash`.
     LedgerIntent { seq: u64, hash: String },
+    /// Its tick landed but its daemon died before the answer; the next daemon took note.
+    Recovered { tick: String },
     /// Done, with the answer (`None` when it was too large to keep).
     Done { answer: Option<Value> },
 }
@@ -94,7 +96,11 @@ impl RequestLog {
             let Some(id) = o.get("id").and_then(Value::as_str) else {
                 continue;
             };
-            let entry = if let Some(tick) = o.get("tick").and_then(Value::as_str) {
+            let entry = if let Some(tick) = o.get("recovered").and_then(Value::as_str) {
+                Seen::Recovered {
+                    tick: tick.to_string(),
+                }
+            } else if let Some(tick) = o.get("tick").and_then(Value::as_str) {
                 Seen::Intent {
                     tick: tick.to_string(),
                 }
@@ -134,6 +140,19 @@ impl RequestLog {
         self.seen.get(id).cloned()
     }
 
+    /// The ticks of writes that recorded their intent but never their answer: the daemon died
+    /// between the two (or the write failed and took its tick back out).
+    pub fn unfinished_ticks(&mut self) -> Vec<(String, String)> {
+        self.load();
+        self.order
+            .iter()
+            .filter_map(|id| match self.seen.get(id) {
+                Some(Seen::Intent { tick }) => Some((id.clone(), tick.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Record, durably, that `id` is about to append `tick`.
     pub fn intent(&mut self, id: &str, tick: &str) -> io::Result<()> {
         self.load();
@@ -163,6 +182,22 @@ impl RequestLog {
                 hash: hash.to_string(),
             },
         );
+        Ok(())
+    }
+
+    /// Record, durably, that `id` landed as `tick` though its answer was never given (its
+    /// daemon died first): a retry is told it was applied, as which tick.
+    pub fn recovered(&mut self, id: &str, tick: &str) -> io::Result<()> {
+        self.load();
+        let at = crate::engine::clock::now_rfc3339();
+        self.append(&serde_json::json!({"id": id, "recovered": tick, "at": at}))?;
+        let entry = Seen::Recovered {
+            tick: tick.to_string(),
+        };
+        match self.seen.get_mut(id) {
+            Some(known) => *known = entry,
+            None => self.remember(id.to_string(), entry),
+        }
         Ok(())
     }
 
@@ -208,6 +243,7 @@ impl RequestLog {
                 Some(Seen::LedgerIntent { seq, hash }) => {
                     serde_json::json!({"id": id, "ledger_seq": seq, "ledger_hash": hash})
                 }
+                Some(Seen::Recovered { tick }) => serde_json::json!({"id": id, "recovered": tick}),
                 Some(Seen::Done { answer: Some(a) }) => serde_json::json!({"id": id, "answer": a}),
                 Some(Seen::Done { answer: None }) => serde_json::json!({"id": id, "applied": true}),
                 None => continue,
