@@ -135,10 +135,13 @@ fn audit_all(store: &mut Store, schema_version: u64, remember: bool) -> Result<A
         }
         outcomes.push(kept);
     }
-    // Read and audited on several threads, each text dropped as soon as it is audited.
+    // Read and audited on several threads, each text dropped as soon as it is audited; every
+    // file opened through one walk to `ticks/`.
+    let ticks = store.ticks_handle();
     let fresh = audit::in_parallel(&todo, |&(i, _)| {
         let (name, link) = &names[i];
-        audit::audit_file(name, &store.read_for_audit(name, *link), schema_version)
+        let text = store.read_for_audit(ticks.as_ref(), name, *link);
+        audit::audit_file(name, &text, schema_version)
     })?;
     let reaudited = todo.len();
     for ((i, serial), outcome) in todo.into_iter().zip(fresh) {

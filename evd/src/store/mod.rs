@@ -427,15 +427,36 @@ impl Store {
         Ok(TicksListing { files, odd })
     }
 
-    /// One file of `ticks/` read fresh for the audit: its text, or the whole-store error it
-    /// causes as upstream words it.
-    pub fn read_for_audit(&self, name: &str, symlink: bool) -> Result<String, String> {
+    /// `ticks/`, walked to once (no link below the repository's root followed), to read many
+    /// of its files through; `None` when it cannot be (each read then walks on its own).
+    pub fn ticks_handle(&self) -> Option<crate::sys::beneath::Dir> {
+        crate::sys::beneath::Root::new(&self.root)
+            .dir(&self.ticks_dir())
+            .ok()
+    }
+
+    /// One file of `ticks/` read fresh for the audit (through `dir`, [`Store::ticks_handle`],
+    /// when given): its text, or the whole-store error it causes as upstream words it.
+    pub fn read_for_audit(
+        &self,
+        dir: Option<&crate::sys::beneath::Dir>,
+        name: &str,
+        symlink: bool,
+    ) -> Result<String, String> {
         if symlink {
             return Err(format!(
                 "{name} is a symlink (evd never follows links inside a store)"
             ));
         }
-        fsio::read_text(&self.ticks_dir().join(name)).map_err(|e| e.to_string())
+        match dir {
+            Some(d) => d
+                .read(std::ffi::OsStr::new(name))
+                .map_err(|e| e.to_string())
+                .and_then(|(_, b)| {
+                    String::from_utf8(b).map_err(|_| "stream did not contain valid UTF-8".into())
+                }),
+            None => fsio::read_text(&self.ticks_dir().join(name)).map_err(|e| e.to_string()),
+        }
     }
 
     /// The JSON of one file of `ticks/`, read fresh (for files the tick reader refused, whose raw
