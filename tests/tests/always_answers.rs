@@ -174,3 +174,27 @@ fn the_gate_lets_a_commit_through_when_evd_is_wedged_or_stopped() {
     assert!(c.stderr.contains("the commit goes ahead"), "{}", c.stderr);
     w.stop_daemon();
 }
+
+/// A backfill may rightly take longer than the deadline (it reports progress as it goes): it is
+/// never cut off for its length, nor is its store called stuck meanwhile.
+#[test]
+fn a_long_backfill_is_not_cut_off_by_the_deadline() {
+    let w = World::with_env(&[
+        ("FAILPOINTS", "ev.migrate.backfill=sleep(3000)"),
+        ("EVD_STORE_DEADLINE_MS", "1000"),
+    ]);
+    let r = Repo::new();
+    run(&w, r.path(), &["init"]).ok();
+    let line = r#"{"kind":"ev-decision-intake","decision":"imported","grounds":[],"provenance":"imported","source_ref":"R1","blame":"b"}"#;
+    std::fs::write(r.path().join("history.jsonl"), format!("{line}\n")).expect("write");
+    let m = run(
+        &w,
+        r.path(),
+        &["migrate", "--source", "canonical:history.jsonl"],
+    );
+    assert_eq!(m.code, 0, "{m:?}");
+    assert!(m.stdout.starts_with("imported 1"), "{m:?}");
+    let s = run(&w, w.home.path(), &["status"]);
+    assert!(!s.stdout.contains("STUCK"), "{}", s.stdout);
+    w.stop_daemon();
+}

@@ -76,6 +76,10 @@ struct Running {
 /// The thread's current work, shared with the requests that wait on it.
 type Current = Arc<Mutex<Option<Running>>>;
 
+/// Requests that may rightly hold a store longer than the deadline (a backfill of many records
+/// reports its progress as it goes): never refused for their length, and never taken for stuck.
+const UNBOUNDED: [&str; 1] = ["ev.migrate.backfill"];
+
 /// Shown in `status` once a request has held the store this long.
 const SHOW_BUSY_AFTER: Duration = Duration::from_secs(1);
 
@@ -327,6 +331,13 @@ impl StoreActor {
         })
     }
 
+    /// Whether the thread has been at one request past the deadline (one allowed to take long
+    /// is never stuck).
+    fn stuck(&self) -> bool {
+        self.running()
+            .is_some_and(|(what, for_)| for_ >= self.deadline && !UNBOUNDED.contains(&what))
+    }
+
     /// What the thread is at, and for how long, if anything.
     fn running(&self) -> Option<(&'static str, Duration)> {
         let c = self.current.lock().ok()?;
@@ -347,11 +358,17 @@ impl StoreActor {
                  request id tells its outcome",
                 self.root.display()
             )
-        } else {
+        } else if self.stuck() {
             format!(
                 "store {} is stuck: {holding}, past its {deadline:.1} s deadline; this request \
                  was not run and nothing was written (other stores are unaffected; `evctl \
                  status` shows what it is stuck on, and restarting evd frees it)",
+                self.root.display()
+            )
+        } else {
+            format!(
+                "store {} is busy: {holding}; this request waited {deadline:.1} s and was not \
+                 run, nothing was written (try again once it is done)",
                 self.root.display()
             )
         };
@@ -402,10 +419,7 @@ impl StoreActor {
         F: FnOnce(&mut OpenStore) -> Result<R, Refusal> + Send + 'static,
         R: Send + 'static,
     {
-        if self
-            .running()
-            .is_some_and(|(_, for_)| for_ >= self.deadline)
-        {
+        if self.stuck() {
             return Err(self.busy_refusal(false));
         }
         let (tx, rx) = oneshot::channel();
@@ -433,6 +447,9 @@ impl StoreActor {
             let _ = tx.send(out);
         });
         self.jobs.send(Msg::Job(what, job)).map_err(|_| gone())?;
+        if UNBOUNDED.contains(&what) {
+            return rx.await.map_err(|_| gone())?;
+        }
         match tokio::time::timeout(self.deadline, rx).await {
             Ok(answer) => answer.map_err(|_| gone())?,
             Err(_) => {
@@ -470,7 +487,7 @@ impl StoreActor {
                 .map(|(what, for_)| proto::rpc::StoreBusy {
                     what: what.to_string(),
                     running_ms: u64::try_from(for_.as_millis()).unwrap_or(u64::MAX),
-                    stuck: for_ >= self.deadline,
+                    stuck: self.stuck(),
                 }),
         })
     }
