@@ -75,9 +75,8 @@ where
                 Some(Seen::Intent { tick } | Seen::Recovered { tick })
                     if store.ticks_dir().join(&tick).is_file() =>
                 {
-                    // The daemon that wrote it died before its answer, perhaps before its
-                    // journal event too: recorded now, marked as recovered.
-                    journal_recovered(store, &tick);
+                    // Its daemon died before the answer; the daemon that took the store
+                    // since journaled it if need be (`OpenStore::journal_crashed_writes`).
                     return Err(already_applied(
                         id,
                         Some(format!("as tick {tick} (see `evctl show {tick}`)")),
@@ -141,23 +140,6 @@ where
         }
     }
     out
-}
-
-/// Journal `tick` as recorded (by a daemon that died before it could), unless the ledger
-/// already says so.
-fn journal_recovered(store: &mut OpenStore, tick: &str) {
-    let said = store
-        .ledger
-        .read_bytes()
-        .is_ok_and(|b| crate::ledger::records_tick(&String::from_utf8_lossy(&b), tick));
-    if said {
-        return;
-    }
-    let text = store.read_tick_file(tick).ok().flatten();
-    if let Some(t) = text.and_then(|s| proto::Tick::parse(&s).ok()) {
-        store.journal_tick("recovered", &t);
-        store.write_journal();
-    }
 }
 
 fn already_applied(id: &str, what: Option<String>) -> Refusal {
