@@ -487,21 +487,23 @@ impl Ledger {
 
     /// [`Ledger::head_fault`] of the file as it is now.
     pub fn head_fault_now(&mut self) -> std::io::Result<Option<Broken>> {
-        let read = self.read()?.clone();
-        Ok(self.head_fault(&read))
+        let read = self.read()?;
+        let (lines, tail) = (read.lines, read.tail.seq);
+        Ok(self.head_fault(lines, tail))
     }
 
-    /// What is wrong with `read` (the file as it is) against the head, if anything: the file
+    /// What is wrong with the file (`lines` long, its last seq `tail`) against the head, if
+    /// anything: the file
     /// ends before the head (lines were removed from its end), or the line at the head's seq is
     /// not the one evd wrote there (edited). A file that runs past its head by lines that keep
     /// the chain is a crash between an append and its head (the head is moved up to it).
-    pub fn head_fault(&self, read: &Read) -> Option<Broken> {
+    pub fn head_fault(&self, lines: u64, tail: u64) -> Option<Broken> {
         let head = match self.head() {
             Ok(Some(h)) => h,
             Ok(None) => return None,
             Err(e) => {
                 return Some(Broken {
-                    line: read.lines,
+                    line: lines,
                     violation: Violation {
                         rule: "head",
                         message: e.to_string(),
@@ -509,15 +511,15 @@ impl Ledger {
                 })
             }
         };
-        if read.tail.seq < head.seq {
+        if tail < head.seq {
             return Some(Broken {
-                line: read.lines,
+                line: lines,
                 violation: Violation {
                     rule: "head",
                     message: format!(
                         "the ledger ends at seq {} but its head says evd wrote up to seq {}: \
                          lines were removed from its end",
-                        read.tail.seq, head.seq
+                        tail, head.seq
                     ),
                 },
             });
