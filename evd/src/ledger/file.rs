@@ -493,10 +493,10 @@ impl Ledger {
     }
 
     /// What is wrong with the file (`lines` long, its last seq `tail`) against the head, if
-    /// anything: the file
-    /// ends before the head (lines were removed from its end), or the line at the head's seq is
-    /// not the one evd wrote there (edited). A file that runs past its head by lines that keep
-    /// the chain is a crash between an append and its head (the head is moved up to it).
+    /// anything: it ends before the head (lines were removed from its end), or the line at the
+    /// head's seq is not the one evd wrote there (edited). A file that runs past its head by
+    /// lines that keep the chain is a crash between an append and its head (the next append
+    /// moves the head up).
     pub fn head_fault(&self, lines: u64, tail: u64) -> Option<Broken> {
         let head = match self.head() {
             Ok(Some(h)) => h,
