@@ -45,7 +45,7 @@ const WATCH_RETRY: Duration = Duration::from_secs(30);
 
 /// How long open stores may sit unused, how many may be open at once, and how long one
 /// request may hold a store's thread.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     pub idle: Duration,
     pub max_open: usize,
@@ -54,6 +54,9 @@ pub struct Limits {
     /// Every request evd serves is short (tests run in the client): a cold evaluation of a
     /// large store takes seconds, never this long.
     pub deadline: Duration,
+    /// The build identity under which each store's images are kept for the next daemon (see
+    /// [`crate::open::image`]); `None`: no images are written or taken back.
+    pub images: Option<Arc<str>>,
 }
 
 impl Default for Limits {
@@ -62,6 +65,7 @@ impl Default for Limits {
             idle: Duration::from_secs(600),
             max_open: 32,
             deadline: Duration::from_secs(20),
+            images: None,
         }
     }
 }
@@ -94,6 +98,7 @@ struct Snapshot {
     watch: String,
     /// `.evolving`'s (device, inode) once the store exists: how a renamed repository is known.
     identity: Option<(u64, u64)>,
+    warm_start: Option<proto::rpc::WarmStart>,
 }
 
 pub struct StoreActor {
@@ -135,16 +140,27 @@ fn identity_of(root: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
+/// What an actor's thread shares with its handle: the store's snapshot for `status`, the
+/// channel of pushed verdict changes, and what the thread is at.
+struct Shared {
+    snap: Arc<Mutex<Snapshot>>,
+    push: broadcast::Sender<WatchEvent>,
+    current: Current,
+}
+
 /// The actor's thread: run jobs and watcher batches one at a time until told to stop.
 fn actor_loop(
     root: PathBuf,
-    rx: mpsc::Receiver<Msg>,
-    to_self: mpsc::Sender<Msg>,
-    snap: Arc<Mutex<Snapshot>>,
-    push: broadcast::Sender<WatchEvent>,
+    (rx, to_self): (mpsc::Receiver<Msg>, mpsc::Sender<Msg>),
+    shared: Shared,
     predecessor: Option<Arc<StoreActor>>,
-    current: Current,
+    images: Option<Arc<str>>,
 ) {
+    let Shared {
+        snap,
+        push,
+        current,
+    } = shared;
     let at = |what: Option<&'static str>| {
         if let Ok(mut c) = current.lock() {
             *c = what.map(|what| Running {
@@ -159,6 +175,9 @@ fn actor_loop(
         p.stop_and_wait();
     }
     let mut store = OpenStore::new(root.clone());
+    if let Some(build) = images {
+        store.keep_images(build);
+    }
     let mut watching: Option<watcher::StoreWatcher> = None;
     let mut watch_failed: Option<(Instant, String)> = None;
     let mut next: Option<Msg> = None;
@@ -288,6 +307,7 @@ fn actor_loop(
             s.head = store.head().unwrap_or_default();
             s.writes = store.writes;
             s.watch = watch;
+            s.warm_start = store.warm_start();
             if s.identity.is_none() && s.held {
                 s.identity = identity_of(&root);
             }
@@ -304,6 +324,7 @@ impl StoreActor {
         root: PathBuf,
         predecessor: Option<Arc<StoreActor>>,
         deadline: Duration,
+        images: Option<Arc<str>>,
     ) -> std::io::Result<StoreActor> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let snapshot = Arc::new(Mutex::new(Snapshot::default()));
@@ -316,7 +337,14 @@ impl StoreActor {
         let busy = Arc::clone(&current);
         let thread = std::thread::Builder::new()
             .name("evd-store".into())
-            .spawn(move || actor_loop(thread_root, rx, to_self, snap, push, predecessor, busy))?;
+            .spawn(move || {
+                let shared = Shared {
+                    snap,
+                    push,
+                    current: busy,
+                };
+                actor_loop(thread_root, (rx, to_self), shared, predecessor, images)
+            })?;
         Ok(StoreActor {
             root,
             opened_at: crate::engine::clock::now_rfc3339(),
@@ -429,11 +457,13 @@ impl StoreActor {
         let began = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let abandoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (b, a) = (Arc::clone(&began), Arc::clone(&abandoned));
+        let queued = Instant::now();
         let job: Job = Box::new(move |store| {
             b.store(true, Ordering::SeqCst);
             if a.load(Ordering::SeqCst) {
                 return;
             }
+            let began_at = Instant::now();
             // The fault campaign wedges a store here (`FAILPOINTS='ev.check=sleep(60000)'`).
             fail::fail_point!(what);
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(store)))
@@ -444,6 +474,12 @@ impl StoreActor {
                         "internal error while serving this request (evd logged it)",
                     ))
                 });
+            tracing::debug!(
+                what,
+                queued_ms = (began_at - queued).as_secs_f64() * 1e3,
+                run_ms = began_at.elapsed().as_secs_f64() * 1e3,
+                "request served"
+            );
             let _ = tx.send(out);
         });
         self.jobs.send(Msg::Job(what, job)).map_err(|_| gone())?;
@@ -489,6 +525,7 @@ impl StoreActor {
                     running_ms: u64::try_from(for_.as_millis()).unwrap_or(u64::MAX),
                     stuck: self.stuck(),
                 }),
+            warm_start: s.warm_start,
         })
     }
 }
@@ -576,7 +613,7 @@ impl Registry {
     }
 
     pub fn limits(&self) -> Limits {
-        self.limits
+        self.limits.clone()
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Inner>, Refusal> {
@@ -621,7 +658,13 @@ impl Registry {
             self.release_lru(&mut inner);
         }
         let actor = Arc::new(
-            StoreActor::spawn(root.clone(), predecessor, self.limits.deadline).map_err(|e| {
+            StoreActor::spawn(
+                root.clone(),
+                predecessor,
+                self.limits.deadline,
+                self.limits.images.clone(),
+            )
+            .map_err(|e| {
                 Refusal::new(
                     codes::INTERNAL,
                     "internal",

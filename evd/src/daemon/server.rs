@@ -47,7 +47,10 @@ impl Daemon {
         Daemon::with_limits(build_id, socket, Limits::default())
     }
 
-    pub fn with_limits(build_id: String, socket: PathBuf, limits: Limits) -> Daemon {
+    pub fn with_limits(build_id: String, socket: PathBuf, mut limits: Limits) -> Daemon {
+        if limits.images.is_none() {
+            limits.images = Some(build_id.as_str().into());
+        }
         Daemon {
             build_id,
             started_at: crate::engine::clock::now_rfc3339(),

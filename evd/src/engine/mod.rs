@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod check_events;
 pub mod clock;
+pub mod codec;
 pub mod events;
 pub mod interned;
 pub mod limits;

@@ -702,6 +702,184 @@ impl PackedTick {
     }
 }
 
+/// The shared-table texts an image of packed ticks names, each by its number in the image
+/// (the table's own numbers belong to one process: an image carries the texts).
+#[derive(Debug, Default)]
+pub struct ImageTexts {
+    by_number: std::collections::HashMap<u32, u32>,
+    texts: Vec<&'static str>,
+}
+
+impl ImageTexts {
+    fn image_number(&mut self, n: u32) -> u32 {
+        let next = u32::try_from(self.texts.len()).unwrap_or(u32::MAX);
+        *self.by_number.entry(n).or_insert_with(|| {
+            self.texts.push(crate::engine::interned::text(n));
+            next
+        })
+    }
+
+    /// Write the texts, in image order.
+    pub fn encode(&self, w: &mut crate::engine::codec::Writer) {
+        w.u32(u32::try_from(self.texts.len()).unwrap_or(u32::MAX));
+        for t in &self.texts {
+            w.str(t);
+        }
+    }
+
+    /// Read texts written by [`ImageTexts::encode`]: for each image number, this process'
+    /// number of the same text. `None` when the image is damaged or the table is full.
+    pub fn decode(r: &mut crate::engine::codec::Reader<'_>) -> Option<Vec<u32>> {
+        let n = r.count(4)?;
+        (0..n)
+            .map(|_| crate::engine::interned::number(r.str()?))
+            .collect()
+    }
+}
+
+impl PackedTick {
+    /// The places in the index that hold a number of the shared table (rather than where a
+    /// string ends), in order. Bounded by the index whatever it holds.
+    fn number_slots(&self) -> Vec<usize> {
+        let mut slots: Vec<usize> = (0..self.numbered_fields())
+            .map(|j| ENDS_AT + FIELDS + j)
+            .collect();
+        let len = self.index.len();
+        let mut at = ENDS_AT + FIELDS + self.numbered_fields();
+        for _ in 0..self.index.get(1).unwrap_or(0) {
+            let Some(header) = self.index.get(at) else {
+                break;
+            };
+            at += 1;
+            let counts = if header & 3 == KIND_TEST {
+                let c = [0, 1, 2].map(|k| self.index.get(at + k).unwrap_or(0) as usize);
+                at += 3;
+                c
+            } else {
+                [0; 3]
+            };
+            at += 1; // claim
+            if header & SUPPORTS_NUMBERED != 0 {
+                slots.push(at);
+            }
+            at += 1;
+            match header & 3 {
+                KIND_PERSON => {
+                    if header & REF_NUMBERED != 0 {
+                        slots.push(at);
+                    }
+                    at += 1;
+                }
+                KIND_TEST => {
+                    at += 1; // reference
+                    if header & SHA_NUMBERED != 0 {
+                        slots.push(at);
+                    }
+                    at += 2; // verified_at_sha, counter_test
+                    for (n, bit) in counts.into_iter().zip(LIST_NUMBERED) {
+                        if header & bit != 0 {
+                            slots.extend((at..at.saturating_add(n)).take_while(|&i| i < len));
+                        }
+                        at = at.saturating_add(n);
+                    }
+                }
+                _ => {}
+            }
+            if at >= len {
+                break;
+            }
+        }
+        slots.retain(|&i| i < len);
+        slots
+    }
+
+    /// Write this tick into an image (see [`crate::engine::codec`]), its shared-table numbers
+    /// as `texts` numbers them.
+    pub fn encode(&self, w: &mut crate::engine::codec::Writer, texts: &mut ImageTexts) {
+        let mut index: Vec<u32> = (0..self.index.len())
+            .map(|i| self.index.get(i).unwrap_or(0))
+            .collect();
+        for i in self.number_slots() {
+            if let Some(n) = index.get_mut(i) {
+                *n = texts.image_number(*n);
+            }
+        }
+        w.str(&self.text);
+        w.u32(u32::try_from(index.len()).unwrap_or(u32::MAX));
+        for n in index {
+            w.u32(n);
+        }
+        w.bytes(&self.identity);
+        match self.rare.as_deref() {
+            None => w.u8(0),
+            Some(rare) => {
+                match &rare.source_ref {
+                    None => w.u8(1),
+                    Some(SourceRef::Text(t)) => {
+                        w.u8(2);
+                        w.str(t);
+                    }
+                    Some(r @ SourceRef::Object(_)) => {
+                        w.u8(3);
+                        w.str(&r.key());
+                    }
+                }
+                w.u32(u32::try_from(rare.unknown_keys.len()).unwrap_or(u32::MAX));
+                for k in &rare.unknown_keys {
+                    w.str(k);
+                }
+            }
+        }
+    }
+
+    /// Read a tick written by [`PackedTick::encode`]; `numbers` maps the image's text numbers
+    /// to this process' ([`ImageTexts::decode`]). `None` for a damaged image.
+    pub fn decode(r: &mut crate::engine::codec::Reader<'_>, numbers: &[u32]) -> Option<PackedTick> {
+        let text: Box<str> = r.str()?.into();
+        let n = r.count(4)?;
+        let index: Vec<u32> = (0..n).map(|_| r.u32()).collect::<Option<_>>()?;
+        let identity: crate::engine::view::Identity = r.bytes()?.try_into().ok()?;
+        let rare = match r.u8()? {
+            0 => None,
+            kind => {
+                let source_ref = match kind {
+                    1 => None,
+                    2 => Some(SourceRef::Text(r.str()?.to_string())),
+                    3 => match serde_json::from_str(r.str()?).ok()? {
+                        serde_json::Value::Object(m) => Some(SourceRef::Object(m)),
+                        _ => return None,
+                    },
+                    _ => return None,
+                };
+                let n = r.count(4)?;
+                let unknown_keys = (0..n)
+                    .map(|_| r.str().map(Box::from))
+                    .collect::<Option<_>>()?;
+                Some(Box::new(Rare {
+                    source_ref,
+                    unknown_keys,
+                }))
+            }
+        };
+        let mut tick = PackedTick {
+            text,
+            index: Index::Wide(index.into()),
+            identity,
+            rare,
+        };
+        let slots = tick.number_slots();
+        let mut index: Vec<u32> = (0..tick.index.len())
+            .map(|i| tick.index.get(i).unwrap_or(0))
+            .collect();
+        for i in slots {
+            let n = index.get_mut(i)?;
+            *n = *numbers.get(*n as usize)?;
+        }
+        tick.index = Index::of(&index);
+        Some(tick)
+    }
+}
+
 impl crate::engine::view::ViewKeys for PackedTick {
     fn supersedes(&self) -> Option<&str> {
         PackedTick::supersedes(self)
@@ -714,6 +892,69 @@ impl crate::engine::view::ViewKeys for PackedTick {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_of_a_packed_tick_reads_back_as_the_same_tick() {
+        use crate::engine::codec::{Reader, Writer};
+        let text = r#"{"authority":"user-ruled","blame":"Wang Yu","decision":"d","grounds":[
+            {"claim":"c0","supports":"chosen","check":{"by":"person","ref":"when"}},
+            {"claim":"r","supports":"rejected:x"},
+            {"claim":"c2","supports":"chosen","check":{"by":"test","ref":"cargo test a",
+              "verified_at_sha":"0123456789abcdef0123456789abcdef01234567","counter_test":"cargo test b",
+              "liveness":{"platforms":["linux","mac"],"triggered_by":["db/","src/a.rs"],"surfaces":["api"]}}},
+            {"claim":"c3","supports":"chosen","check":{"by":"test","ref":"cargo test c",
+              "verified_at_sha":"0123456789abcdef0123456789abcdef01234568",
+              "liveness":{"platforms":["local"],"triggered_by":["yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy"],"surfaces":["cli"]}}}],
+            "held_since":"2026-01-01T00:00:00Z","id":"bbbbbbbbbbbb","observe":"","parent_id":"aaaaaaaaaaaa",
+            "status":"live"}"#;
+        let t = Tick::parse(text).expect("a tick");
+        let p = PackedTick::pack(&t);
+        let mut texts = ImageTexts::default();
+        let mut body = Writer::new();
+        p.encode(&mut body, &mut texts);
+        p.encode(&mut body, &mut texts); // twice, sharing the texts
+        let mut w = Writer::new();
+        texts.encode(&mut w);
+        let table = w.finish();
+        let body = body.finish();
+        assert!(texts.texts.contains(&"user-ruled") && texts.texts.contains(&"linux"));
+        assert!(
+            !texts.texts.iter().any(|t| t.len() > 64),
+            "long texts stay in the tick"
+        );
+        let numbers =
+            ImageTexts::decode(&mut Reader::checked(&table).expect("table")).expect("texts");
+        let mut r = Reader::checked(&body).expect("body");
+        for _ in 0..2 {
+            let back = PackedTick::decode(&mut r, &numbers).expect("decodes");
+            assert_eq!(back.tick(), t);
+            assert_eq!(back.identity(), p.identity());
+        }
+        assert!(r.at_end());
+        // An image number the table does not have is a damaged image.
+        assert!(PackedTick::decode(&mut Reader::checked(&body).expect("body"), &[]).is_none());
+        for extra in [
+            r#""zz":1"#,
+            r#""source_ref":"R1""#,
+            r#""source_ref":{"k":[1,"x"]},"y":2"#,
+        ] {
+            let rare = Tick::parse(
+                &text.replace(r#""status":"live""#, &format!(r#""status":"live",{extra}"#)),
+            )
+            .expect("a tick");
+            let mut texts = ImageTexts::default();
+            let mut body = Writer::new();
+            PackedTick::pack(&rare).encode(&mut body, &mut texts);
+            let mut w = Writer::new();
+            texts.encode(&mut w);
+            let table = w.finish();
+            let numbers =
+                ImageTexts::decode(&mut Reader::checked(&table).expect("table")).expect("texts");
+            let body = body.finish();
+            let back = PackedTick::decode(&mut Reader::checked(&body).expect("body"), &numbers);
+            assert_eq!(back.map(|b| b.tick()), Some(rare), "{extra}");
+        }
+    }
 
     #[test]
     fn packing_is_lossless_and_the_accessors_read_the_fields() {

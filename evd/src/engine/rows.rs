@@ -13,6 +13,8 @@ use std::sync::Arc;
 use proto::rpc::CheckRow;
 use time::OffsetDateTime;
 
+use crate::engine::codec::{Reader, Writer};
+
 /// What one current tick contributed to an evaluation. Shared between evaluations: a tick
 /// nothing touched keeps its part. A part is kept for every current tick, and most ticks have
 /// no test ground: what only those have is boxed apart ([`TestPart`]).
@@ -287,6 +289,144 @@ impl TickPart {
             memo_reason: r.memo_reason.as_deref().map(str::to_string),
             event_label: r.event_label.to_string(),
         }
+    }
+}
+
+/// A time as it is kept in an image: seconds and nanoseconds since the epoch.
+fn encode_time(w: &mut Writer, t: Option<OffsetDateTime>) {
+    w.bool(t.is_some());
+    if let Some(t) = t {
+        w.i64(t.unix_timestamp());
+        w.u32(t.nanosecond());
+    }
+}
+
+fn decode_time(r: &mut Reader<'_>) -> Option<Option<OffsetDateTime>> {
+    if !r.bool()? {
+        return Some(None);
+    }
+    let secs = r.i64()?;
+    let nanos = r.u32()?;
+    let t = OffsetDateTime::from_unix_timestamp(secs).ok()?;
+    Some(Some(t.replace_nanosecond(nanos).ok()?))
+}
+
+impl TickPart {
+    /// Write this part into an image (see [`crate::engine::codec`]): all but its tick, which the
+    /// image's reader finds by file ([`TickPart::decode`]).
+    pub fn encode(&self, w: &mut Writer) {
+        w.str(&self.file);
+        w.str(self.tick.id());
+        w.bytes(&self.tick.identity());
+        w.u64(self.state_digest);
+        let Some(t) = &self.tests else {
+            w.bool(false);
+            return;
+        };
+        w.bool(true);
+        w.u32(u32::try_from(t.rows.len()).unwrap_or(u32::MAX));
+        for r in t.rows.iter() {
+            w.str(&r.label);
+            w.str(&r.class);
+            w.str(&r.event_label);
+            w.str(&r.detail);
+            w.opt_str(r.memo_reason.as_deref());
+            w.u64(r.ground_index as u64);
+            w.bool(r.harvested);
+            w.bool(r.gating);
+            w.u8(r.git);
+        }
+        w.bool(t.check_event.is_some());
+        if let Some(c) = &t.check_event {
+            w.str(&c.verdict);
+            w.opt_str(c.masked_stale.as_deref());
+            w.opt_str(c.suppressed_from.as_deref());
+        }
+        w.u32(u32::try_from(t.keys.len()).unwrap_or(u32::MAX));
+        for k in t.keys.iter() {
+            w.u64(*k);
+        }
+        encode_time(w, t.expires);
+        w.bool(t.volatile);
+        w.u32(u32::try_from(t.triggered.len()).unwrap_or(u32::MAX));
+        for (list, commit, touched) in t.triggered.iter() {
+            w.u32(u32::try_from(list.len()).unwrap_or(u32::MAX));
+            for p in list.iter() {
+                w.str(p);
+            }
+            w.str(commit);
+            w.bool(*touched);
+        }
+    }
+
+    /// Read a part written by [`TickPart::encode`] for the tick `tick` held in `file`: `None`
+    /// when the image does not read, or was made for another file or another tick than this one.
+    pub fn decode(
+        r: &mut Reader<'_>,
+        file: &Arc<str>,
+        tick: &Arc<crate::engine::packed::PackedTick>,
+        texts: &mut SharedTexts,
+    ) -> Option<TickPart> {
+        if r.str()? != &**file || r.str()? != tick.id() || r.bytes()? != tick.identity() {
+            return None;
+        }
+        let state_digest = r.u64()?;
+        let tests = if r.bool()? {
+            let n = r.count(16)?;
+            let mut rows = Vec::with_capacity(n);
+            for _ in 0..n {
+                rows.push(Row {
+                    label: shared(r.str()?),
+                    class: shared(r.str()?),
+                    event_label: shared(r.str()?),
+                    detail: r.str()?.into(),
+                    memo_reason: r.opt_str()?.map(Box::from),
+                    ground_index: usize::try_from(r.u64()?).ok()?,
+                    harvested: r.bool()?,
+                    gating: r.bool()?,
+                    git: r.u8()?,
+                });
+            }
+            let check_event = if r.bool()? {
+                Some(CheckEvent {
+                    verdict: shared(r.str()?),
+                    masked_stale: r.opt_str()?.map(shared),
+                    suppressed_from: r.opt_str()?.map(shared),
+                })
+            } else {
+                None
+            };
+            let n = r.count(8)?;
+            let keys = (0..n).map(|_| r.u64()).collect::<Option<_>>()?;
+            let expires = decode_time(r)?;
+            let volatile = r.bool()?;
+            let n = r.count(9)?;
+            let mut triggered = Vec::with_capacity(n);
+            for _ in 0..n {
+                let m = r.count(4)?;
+                let list: Vec<String> = (0..m)
+                    .map(|_| r.str().map(str::to_string))
+                    .collect::<Option<_>>()?;
+                let commit = r.str()?;
+                triggered.push((texts.list(&list), texts.text(commit), r.bool()?));
+            }
+            Some(Box::new(TestPart {
+                rows: Rows(rows.into()),
+                check_event,
+                keys,
+                expires,
+                volatile,
+                triggered: triggered.into(),
+            }))
+        } else {
+            None
+        };
+        Some(TickPart {
+            file: Arc::clone(file),
+            tick: Arc::clone(tick),
+            state_digest,
+            tests,
+        })
     }
 }
 

@@ -11,6 +11,7 @@
 //! [`replay_record`] (what a check rested on, for replay).
 
 pub mod git;
+pub mod image;
 pub mod journal;
 pub mod replay_record;
 pub mod verdicts;
@@ -32,6 +33,23 @@ const WRITE_JOURNAL_AFTER: std::time::Duration = std::time::Duration::from_milli
 /// label of each test ground), for ticks with a test ground. The parts are the evaluations'
 /// own: the snapshot holds no text of its own.
 pub type VerdictSnapshot = std::collections::HashMap<Box<str>, Arc<crate::memo::check::TickPart>>;
+
+/// What is known of the images of one open store (see [`image`]).
+#[derive(Debug, Default)]
+pub struct Images {
+    /// The evd build the images are written for and taken back by; `None`: none are.
+    build: Option<Arc<str>>,
+    /// The tick generation and evaluation serial last imaged, and since when newer ones wait.
+    imaged: (u64, u64, Option<std::time::Instant>),
+    /// The checksum of the tick image on disk, when this daemon wrote or took it.
+    tick_sum: Option<u64>,
+    /// Whether the evaluation image was looked for since the store was opened.
+    taken: bool,
+    /// Whether the first check was answered from it.
+    answered: bool,
+    /// The state-file record, when the evaluation image could not use it (the verbs read it).
+    record: Option<std::collections::HashMap<String, (u64, crate::store::state_record::Stamp)>>,
+}
 
 /// The store on disk and what evd keeps hot about it.
 #[derive(Debug)]
@@ -121,6 +139,8 @@ pub struct OpenStore {
     pub verify_memo: crate::memo::verify::VerifyMemo,
     /// The plain `list` answer file, with the tick generation it was written for.
     pub list_answer: Option<(u64, crate::sys::answers::AnswerFile)>,
+    /// What this store keeps for the next daemon (see [`image`]).
+    images: Images,
 }
 
 impl Deref for OpenStore {
@@ -143,6 +163,7 @@ impl Drop for OpenStore {
             self.journal("daemon_stopped", serde_json::Map::new());
         }
         self.on_idle();
+        self.save_images(true);
         if !self.state_written.is_empty() && self.lock_is_valid() {
             // Whatever someone else did to a state file and the watch saw is taken in first.
             self.state_watch.sync(&mut self.state_written);
@@ -194,6 +215,7 @@ impl OpenStore {
             pending_changes: Vec::new(),
             verify_memo: Default::default(),
             list_answer: None,
+            images: Default::default(),
         }
     }
 
@@ -229,6 +251,9 @@ impl OpenStore {
     pub fn take_state_record(
         &mut self,
     ) -> std::collections::HashMap<String, (u64, crate::store::state_record::Stamp)> {
+        if let Some(kept) = self.images.record.take() {
+            return kept;
+        }
         if std::mem::replace(&mut self.state_record_taken, true) || !self.store.is_locked() {
             return Default::default();
         }
@@ -238,13 +263,11 @@ impl OpenStore {
     /// When work left for a quiet moment is due: the git answers learnt since they were last
     /// written, kept for the next start, a second after they were learnt (a burst of requests,
     /// like the checks right after a restart, is not kept waiting behind the write).
-    pub fn idle_work_at(&self) -> Option<std::time::Instant> {
+    pub fn idle_work_at(&mut self) -> Option<std::time::Instant> {
         let answers = self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER);
         let journal = self.journal_since.map(|since| since + WRITE_JOURNAL_AFTER);
-        match (answers, journal) {
-            (Some(a), Some(j)) => Some(a.min(j)),
-            (a, j) => a.or(j),
-        }
+        let images = self.images_due();
+        [answers, journal, images].into_iter().flatten().min()
     }
 
     /// Do the work [`OpenStore::idle_work_at`] announced. Also run when the store is dropped.
@@ -252,6 +275,7 @@ impl OpenStore {
         if self.journal_since.is_some() {
             self.write_journal();
         }
+        self.save_images(false);
         // Not into a store someone is removing (its lock file goes with it).
         if self.ranges_unsaved.take().is_some() && self.lock_is_valid() {
             if let Some(memo) = &self.ranges {

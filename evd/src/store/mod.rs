@@ -51,6 +51,12 @@ pub fn resolve_root(ctx: &proto::rpc::Context) -> Result<PathBuf, Refusal> {
     })
 }
 
+/// Where the image of a store's parsed ticks is kept for the next daemon (host-local, like the
+/// rest of `results/`; see [`TickCache::image`]).
+pub const TICK_IMAGE: &str = "evd-ticks.image";
+/// An image larger than this is not read (some million ticks' worth).
+const IMAGE_LIMIT: u64 = 2 << 30;
+
 /// The store at `<root>/.evolving`.
 #[derive(Debug)]
 pub struct Store {
@@ -59,6 +65,8 @@ pub struct Store {
     lock: Option<LockFile>,
     /// The parsed ticks of `ticks/`.
     cache: TickCache,
+    /// How many parsed ticks were taken back from the tick image when the store was opened.
+    pub ticks_from_image: usize,
     pub writes: u64,
     pub opened_at: String,
     /// The caller of the write being served, for the events it causes.
@@ -103,6 +111,7 @@ impl Store {
             lock: None,
             lock_losses: 0,
             cache,
+            ticks_from_image: 0,
             writes: 0,
             opened_at: crate::engine::clock::now_rfc3339(),
             current_agent: None,
@@ -217,8 +226,47 @@ impl Store {
         })?;
         self.lock = Some(held);
         self.clean_temp();
+        self.take_tick_image();
         self.recover_head()?;
         Ok(())
+    }
+
+    /// Before the first scan of `ticks/`, take back the image of the parsed ticks the last
+    /// daemon left (see [`TickCache::take_image`]): each tick whose file is found unchanged is
+    /// not read and parsed again. A missing, damaged or foreign image is simply not used.
+    fn take_tick_image(&mut self) {
+        if self.cache.loaded() {
+            return;
+        }
+        let path = self.results_dir().join(TICK_IMAGE);
+        match fsio::read_limited(&path, IMAGE_LIMIT) {
+            Ok(bytes) => {
+                let taken = self.cache.take_image(&bytes);
+                self.ticks_from_image = taken;
+                tracing::debug!(store = %self.root.display(), taken, bytes = bytes.len(), "tick image taken back");
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::debug!(store = %self.root.display(), error = %e, "tick image not used")
+            }
+        }
+    }
+
+    /// Keep an image of the parsed ticks for the next daemon (see [`TickCache::image`]), in
+    /// place of the last one. Best effort, and never into a store this daemon no longer holds.
+    /// Returns the image's checksum when it was written.
+    pub fn save_tick_image(&self) -> Option<u64> {
+        if !self.cache.loaded() || !self.lock_is_valid() {
+            return None;
+        }
+        let image = self.cache.image();
+        fsio::replace_unsynced(&self.results_dir().join(TICK_IMAGE), &image).ok()?;
+        crate::engine::codec::image_sum(&image)
+    }
+
+    /// The checksum of the tick image the cache took back (see [`TickCache::image_sum`]).
+    pub fn tick_image_sum(&self) -> Option<u64> {
+        self.cache.image_sum()
     }
 
     /// What every owned request checks first (three `lstat`s): `.evolving` belongs to the user
@@ -554,6 +602,17 @@ impl Store {
     /// The cached entry for one file name (after a refresh), without the whole-store rule.
     pub fn entry(&mut self, name: &str) -> Result<Option<Entry>, Refusal> {
         self.cache.entry(name)
+    }
+
+    /// Whether the tick cache has read `ticks/` at least once.
+    pub fn tick_cache_loaded(&self) -> bool {
+        self.cache.loaded()
+    }
+
+    /// The tick generation at which the cache held exactly the image it took back (see
+    /// [`TickCache::image_generation`]).
+    pub fn tick_image_generation(&self) -> Option<u64> {
+        self.cache.image_generation()
     }
 
     /// How many files of `ticks/` the cache holds.

@@ -115,6 +115,13 @@ pub struct TickCache {
     generation: u64,
     /// The current view as of a generation.
     view: Option<(u64, Arc<CurrentView>)>,
+    /// An image was taken back and the first scan has not run yet.
+    image_taken: bool,
+    /// The checksum of the image taken back.
+    image_sum: Option<u64>,
+    /// The generation at which the cache held exactly the image taken back (its first scan
+    /// read no file and found none gone).
+    image_generation: Option<u64>,
 }
 
 impl TickCache {
@@ -128,6 +135,9 @@ impl TickCache {
             watch_error: None,
             generation: 0,
             view: None,
+            image_taken: false,
+            image_sum: None,
+            image_generation: None,
         }
     }
 
@@ -137,6 +147,7 @@ impl TickCache {
         self.files.clear();
         self.stamp = None;
         self.watch = None;
+        self.image_generation = None;
     }
 
     fn dir_stamp(&self) -> Option<Stamp> {
@@ -263,9 +274,64 @@ impl TickCache {
         if changed {
             self.generation += 1;
         }
+        if std::mem::take(&mut self.image_taken) && loaded == 0 && self.files.is_empty() {
+            self.image_generation = Some(self.generation);
+        }
         self.files = next;
         self.stamp = stamp;
         Ok(())
+    }
+
+    /// An image of the parsed ticks (see [`crate::engine::codec`]) for the next daemon to take
+    /// back instead of reading and parsing every file: each valid tick with the stamp it was
+    /// read at. A tick written too recently for its stamp to tell a later edit apart is left
+    /// out (read again from its file).
+    pub fn image(&self) -> Vec<u8> {
+        use crate::engine::codec::Writer;
+        let mut texts = crate::engine::packed::ImageTexts::default();
+        let mut body = Writer::new();
+        let mut n = 0u32;
+        for (name, c) in &self.files {
+            let (Entry::Tick(t), Some(stamp)) = (&c.entry, c.stamp) else {
+                continue;
+            };
+            if is_suspect(c) {
+                continue;
+            }
+            let one = &mut body;
+            one.str(name);
+            one.i64(stamp.ctime_ns);
+            one.u64(stamp.len);
+            one.u64(stamp.ino.get());
+            t.encode(one, &mut texts);
+            n += 1;
+        }
+        let mut w = Writer::new();
+        w.str(IMAGE_MAGIC);
+        texts.encode(&mut w);
+        w.u32(n);
+        w.raw(&body.into_body());
+        w.finish()
+    }
+
+    /// Take back an image made by [`TickCache::image`], before the first scan: each tick in it
+    /// is kept only if the first scan finds its file with the very same stamp (a file that
+    /// changed, or was never imaged, is read as usual). Returns how many ticks were taken; 0
+    /// for a damaged or foreign image, or when the cache has already read `ticks/`.
+    pub fn take_image(&mut self, image: &[u8]) -> usize {
+        if self.stamp.is_some() || !self.files.is_empty() {
+            return 0;
+        }
+        match read_image(image) {
+            Some(files) => {
+                let n = files.len();
+                self.files = files;
+                self.image_taken = true;
+                self.image_sum = crate::engine::codec::image_sum(image);
+                n
+            }
+            None => 0,
+        }
     }
 
     /// Re-read one entry inotify named (whatever its stamp says: it changed).
@@ -416,6 +482,17 @@ impl TickCache {
         self.watch.is_some()
     }
 
+    /// The generation at which the cache held exactly the image it took back: an image
+    /// written at that generation would say the same.
+    pub fn image_generation(&self) -> Option<u64> {
+        self.image_generation
+    }
+
+    /// The checksum of the image taken back (see [`crate::engine::codec::image_sum`]).
+    pub fn image_sum(&self) -> Option<u64> {
+        self.image_sum
+    }
+
     /// Whether the tick cache has read `ticks/` at least once.
     pub fn loaded(&self) -> bool {
         self.stamp.is_some()
@@ -524,6 +601,31 @@ fn load_unseen(dir: Option<&Dir>, path: &Path, name: &str) -> Option<Cached> {
     }
     let m = fs::symlink_metadata(path).ok()?;
     (!m.is_dir()).then(|| load(path, name, &m))
+}
+
+/// What a tick cache image starts with (its layout's version in the name).
+const IMAGE_MAGIC: &str = "evd tick image 1";
+
+/// The entries of a tick cache image; `None` when any of it does not read.
+fn read_image(image: &[u8]) -> Option<BTreeMap<Arc<str>, Cached>> {
+    let mut r = crate::engine::codec::Reader::checked(image)?;
+    if r.str()? != IMAGE_MAGIC {
+        return None;
+    }
+    let numbers = crate::engine::packed::ImageTexts::decode(&mut r)?;
+    let n = r.count(32)?;
+    let mut files = BTreeMap::new();
+    for _ in 0..n {
+        let name: Arc<str> = r.str()?.into();
+        let stamp = Stamp {
+            ctime_ns: r.i64()?,
+            len: r.u64()?,
+            ino: std::num::NonZeroU64::new(r.u64()?)?,
+        };
+        let tick = PackedTick::decode(&mut r, &numbers)?;
+        files.insert(name, Cached::with(Some(stamp), Entry::Tick(Arc::new(tick))));
+    }
+    r.at_end().then_some(files)
 }
 
 fn is_suspect(c: &Cached) -> bool {

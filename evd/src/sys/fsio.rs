@@ -83,6 +83,21 @@ pub fn read_followed(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// [`open_regular`], read whole (at most `limit` bytes: more is an error naming the limit).
+pub fn read_limited(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open_regular(path)?;
+    let mut bytes = Vec::with_capacity(f.metadata().map_or(0, |m| m.len().min(limit)) as usize);
+    f.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is larger than {limit} bytes", path.display()),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Read a whole regular file as UTF-8 (the same error text as `fs::read_to_string` on bad UTF-8).
 pub fn read_text(path: &Path) -> io::Result<String> {
     read_regular(path).map(|(_, text)| text)

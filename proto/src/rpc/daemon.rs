@@ -40,6 +40,19 @@ pub struct StoreStatus {
     /// than a second); `stuck` once that is past the store's deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy: Option<StoreBusy>,
+    /// What this daemon took back of the store from the images the previous daemon kept,
+    /// instead of reading and evaluating it again; absent when it took nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_start: Option<WarmStart>,
+}
+
+/// What a daemon took back of a store from the images its predecessor kept (docs/daemon.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct WarmStart {
+    /// Parsed ticks taken from the tick image (each file found unchanged, not read again).
+    pub ticks: usize,
+    /// Whether the first check was answered from the evaluation image.
+    pub evaluation: bool,
 }
 
 /// One request holding a store's thread.

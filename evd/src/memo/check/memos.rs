@@ -123,6 +123,20 @@ impl Memos {
     pub fn clear(&mut self) {
         self.entries.clear();
     }
+
+    /// The plain evaluation (no `offline`, no `attest`) remembered, if any.
+    pub fn plain(&self) -> Option<(&Basis, &Arc<Evaluation>)> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(b, _)| !b.offline && b.attest.is_none())
+            .map(|(b, e)| (b, e))
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
 }
 
 #[cfg(test)]

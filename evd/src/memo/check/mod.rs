@@ -19,6 +19,7 @@
 //! holds no code its children use.
 
 mod evaluation;
+pub mod image;
 mod memos;
 
 pub use crate::engine::check_events::{EventTemplate, EventTemplates};

@@ -37,6 +37,10 @@ pub fn evaluated(store: &mut OpenStore, req: &CheckRequest) -> Result<Evaluated,
     let now = crate::engine::clock::now();
     let eval = match store.memos.get(&basis, now, true, store.state_epoch) {
         Some(e) => e,
+        None if let Some(e) = restored(store, &basis, now) => {
+            store.memos.put(basis.clone(), Arc::clone(&e));
+            e
+        }
         None => {
             let prior = store.memos.prior(&basis, now);
             let e = Arc::new(evaluate(store, &basis, now, true, prior.as_deref())?);
@@ -61,6 +65,41 @@ pub fn evaluated(store: &mut OpenStore, req: &CheckRequest) -> Result<Evaluated,
         basis,
         now,
     })
+}
+
+/// The evaluation the previous daemon imaged, when it is provably the one an evaluation now
+/// would make (see [`crate::open::image`]): taken back instead of evaluating, once per opened
+/// store, its verdicts folded into the snapshot live pushes come from as a fresh one's are.
+fn restored(
+    store: &mut OpenStore,
+    basis: &crate::memo::check::Basis,
+    now: time::OffsetDateTime,
+) -> Option<Arc<Evaluation>> {
+    let started = Instant::now();
+    let parts = store.take_check_image(basis, now)?;
+    let mut e = Evaluation::new(
+        parts,
+        true,
+        basis.receipts,
+        basis.uncommitted.clone(),
+        basis.head.clone(),
+    );
+    e.serial = store.next_evaluation_serial();
+    let all: Vec<&Arc<TickPart>> = e.parts.iter().collect();
+    let changes = store.update_verdicts(&all, false);
+    store.pending_changes.extend(changes);
+    store.fold_verdicts_from(e.serial);
+    e.state_epoch = store.state_epoch;
+    e.state = basis.state;
+    e.evidence = basis.evidence;
+    e.ticks = basis.ticks;
+    store.imaged_evaluation(e.serial);
+    tracing::debug!(
+        parts = e.parts.len(),
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        "check taken back from the image"
+    );
+    Some(Arc::new(e))
 }
 
 /// How many of `e`'s parts it took over from `prior` (for the debug log).

@@ -1,0 +1,274 @@
+//! What a daemon keeps of a store for the next one, so that the first check after a restart (a
+//! crash, an upgrade, an idle release) answers without reading and evaluating everything again:
+//! the image of the parsed ticks ([`crate::store::TickCache::image`]), the record of the state
+//! files ([`crate::store::state_record`]) and the image of the last plain evaluation
+//! ([`crate::memo::check::image`]), written a few seconds after they last changed, off any
+//! request's path, and when the store is let go.
+//!
+//! An image is a cache, never a source of truth. The evaluation image is taken back only when
+//! every input is provably the one it was made from: the same evd build; every tick file found
+//! with the stamp the tick image recorded (and that very tick image); the same receipt files
+//! with the same stamps; every state file as recorded; the same evidence states; the same
+//! HEAD, work-tree changes, staleness reference, selected-list and policy, established afresh;
+//! and the clock before its expiry. Anything else, or an image that does not read, and the
+//! check evaluates as it always did. Only the daemon keeps images (an in-process run would pay
+//! for writing one on every call).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::engine::codec::{Reader, Writer};
+use crate::memo::check::{image as check_image, Basis, TickPart};
+
+use super::OpenStore;
+
+/// Where the image of the last plain evaluation is kept (host-local, like the rest of
+/// `results/`).
+pub const CHECK_IMAGE: &str = "evd-check.image";
+const MAGIC: &str = "evd check image 1";
+/// An evaluation image larger than this is not read.
+const LIMIT: u64 = 1 << 30;
+/// How long a change waits before the images are written (a burst of requests is imaged once).
+pub(super) const SAVE_AFTER: Duration = Duration::from_secs(3);
+/// A receipt file changed this recently may change again within its stamp's resolution: the
+/// evaluation is imaged later.
+const RACY_NS: i64 = 2_000_000_000;
+
+/// The stamp of a receipt file: (ctime ns, length, inode).
+type FileStamp = (i64, u64, u64);
+
+/// Every `results/receipts/*.jsonl` with its stamp, by name; `None` when any of them cannot be
+/// looked at or changed too recently to trust its stamp (`now_ns`), or `receipts/` is no plain
+/// directory.
+fn receipt_stamps(results: &Path, now_ns: Option<i64>) -> Option<Vec<(String, FileStamp)>> {
+    let dir = results.join("receipts");
+    match std::fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        Err(_) => return None,
+        Ok(m) if !m.is_dir() => return None,
+        Ok(_) => {}
+    }
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(&dir).ok()? {
+        let ent = ent.ok()?;
+        let name = ent.file_name().into_string().ok()?;
+        if !name.ends_with(".jsonl") {
+            continue;
+        }
+        let m = std::fs::symlink_metadata(ent.path()).ok()?;
+        let ctime = m.ctime().saturating_mul(1_000_000_000) + m.ctime_nsec();
+        if now_ns.is_some_and(|now| now.saturating_sub(ctime) < RACY_NS) {
+            return None;
+        }
+        out.push((name, (ctime, m.len(), m.ino())));
+    }
+    out.sort();
+    Some(out)
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// A digest of what a tick's evidence citations read as.
+fn evidence_digest(cited: &[crate::ledger::evidence::Cited]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for c in cited {
+        proto::json::compact(&c.to_json()).hash(&mut h);
+    }
+    h.finish()
+}
+
+impl OpenStore {
+    /// Keep images of this store for the next daemon of the same `build` (see the module docs).
+    pub fn keep_images(&mut self, build: Arc<str>) {
+        self.images.build = Some(build);
+    }
+
+    /// When the images are due: [`SAVE_AFTER`] after the ticks or the last plain evaluation
+    /// first moved past what was last imaged.
+    pub(super) fn images_due(&mut self) -> Option<Instant> {
+        self.images.build.as_ref()?;
+        let ticks = self.store.ticks_generation();
+        if self.store.tick_image_generation() == Some(ticks) {
+            self.images.imaged.0 = ticks;
+            self.images.tick_sum = self.images.tick_sum.or(self.store.tick_image_sum());
+        }
+        let serial = self.memos.plain().map_or(0, |(_, e)| e.serial);
+        let (t, s, since) = &mut self.images.imaged;
+        if !self.store.tick_cache_loaded() || (*t == ticks && *s == serial) {
+            *since = None;
+            return None;
+        }
+        Some(*since.get_or_insert_with(Instant::now) + SAVE_AFTER)
+    }
+
+    /// Write what [`OpenStore::images_due`] announced, if it is due (`now`: whatever waits).
+    pub(super) fn save_images(&mut self, now: bool) {
+        let Some(due) = self.images_due() else {
+            return;
+        };
+        if !now && Instant::now() < due {
+            return;
+        }
+        let started = Instant::now();
+        let ticks = self.store.ticks_generation();
+        let serial = self.memos.plain().map_or(0, |(_, e)| e.serial);
+        if self.images.imaged.0 != ticks || self.images.tick_sum.is_none() {
+            self.images.tick_sum = self.store.save_tick_image();
+        }
+        let wrote_check = self.save_check_image();
+        tracing::debug!(
+            store = %self.root().display(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            evaluation = wrote_check,
+            "images written"
+        );
+        // Written or not, not tried again before something moves.
+        self.images.imaged = (ticks, serial, None);
+    }
+
+    /// Write the image of the last plain evaluation, when it describes the store as it is now
+    /// (nothing it read moved since), with the state-file record it relies on.
+    fn save_check_image(&mut self) -> bool {
+        let (Some(build), Some(tick_sum)) = (self.images.build.clone(), self.images.tick_sum)
+        else {
+            return false;
+        };
+        let state = self.state_watch.sync(&mut self.state_written);
+        let Some((basis, e)) = self.memos.plain() else {
+            return false;
+        };
+        let current = e.ticks == self.store.ticks_generation()
+            && e.receipts == self.receipts.generation()
+            && e.state_epoch == self.state_epoch
+            && e.state_complete
+            && e.state == state
+            && e.evidence == self.evidence.generation()
+            && e.valid_until
+                .is_none_or(|t| crate::engine::clock::now() < t);
+        if !current || !self.lock_is_valid() {
+            return false;
+        }
+        let results = self.results_dir();
+        let Some(receipts) = receipt_stamps(&results, Some(now_ns())) else {
+            return false;
+        };
+        let (basis, e) = (basis.clone(), Arc::clone(e));
+        let mut w = Writer::new();
+        w.str(MAGIC);
+        w.str(&build);
+        w.u64(tick_sum);
+        w.u32(u32::try_from(receipts.len()).unwrap_or(u32::MAX));
+        for (name, (ctime, len, ino)) in &receipts {
+            w.str(name);
+            w.i64(*ctime);
+            w.u64(*len);
+            w.u64(*ino);
+        }
+        let cited: Vec<(&str, u64)> = e
+            .parts
+            .iter()
+            .filter(|p| p.tick.cites_evidence())
+            .map(|p| {
+                let id = p.tick.id();
+                (id, self.evidence.of(id).map_or(0, |c| evidence_digest(&c)))
+            })
+            .collect();
+        w.u32(u32::try_from(cited.len()).unwrap_or(u32::MAX));
+        for (id, digest) in cited {
+            w.str(id);
+            w.u64(digest);
+        }
+        check_image::encode(&mut w, &basis, &e);
+        crate::store::state_record::save(&results, &self.state_written);
+        crate::sys::fsio::replace_unsynced(&results.join(CHECK_IMAGE), &w.finish()).is_ok()
+    }
+
+    /// The parts of the evaluation image, once per opened store, when everything it was made
+    /// from is provably unchanged and its facts answer `basis` at `now` (see the module docs);
+    /// the state files it relies on are then known written. `None` otherwise.
+    pub fn take_check_image(
+        &mut self,
+        basis: &Basis,
+        now: time::OffsetDateTime,
+    ) -> Option<Vec<Arc<TickPart>>> {
+        if std::mem::replace(&mut self.images.taken, true) {
+            return None;
+        }
+        let build = self.images.build.clone()?;
+        let ticks = self.store.ticks_generation();
+        if basis.attest.is_some()
+            || basis.offline
+            || self.store.tick_image_generation() != Some(ticks)
+        {
+            return None;
+        }
+        let results = self.results_dir();
+        let bytes = crate::sys::fsio::read_limited(&results.join(CHECK_IMAGE), LIMIT).ok()?;
+        let mut r = Reader::checked(&bytes)?;
+        if r.str()? != MAGIC || r.str()? != &*build || Some(r.u64()?) != self.store.tick_image_sum()
+        {
+            return None;
+        }
+        let n = r.count(24)?;
+        let mut receipts = Vec::with_capacity(n);
+        for _ in 0..n {
+            receipts.push((r.str()?.to_string(), (r.i64()?, r.u64()?, r.u64()?)));
+        }
+        if receipt_stamps(&results, None)? != receipts {
+            return None;
+        }
+        let n = r.count(12)?;
+        for _ in 0..n {
+            let (id, digest) = (r.str()?, r.u64()?);
+            if self.evidence.of(id).map_or(0, |c| evidence_digest(&c)) != digest {
+                return None;
+            }
+        }
+        let view = self.store.current_shared().ok()?;
+        let (facts, parts) = check_image::decode(&mut r, &view, &mut self.shared_texts)?;
+        if !r.at_end() || !facts.answer(basis, now) {
+            return None;
+        }
+        // Every state file as the evaluation left it: recorded with that digest, untouched.
+        let record = self.take_state_record();
+        let dir = results.join("state");
+        let as_left = crate::sys::par::map(&parts, 512, |p| {
+            let id = p.tick.id();
+            record.get(id).is_some_and(|(digest, stamp)| {
+                *digest == p.state_digest
+                    && crate::store::state_record::Stamp::of(&dir.join(format!("{id}.json")))
+                        .as_ref()
+                        == Some(stamp)
+            })
+        });
+        if as_left.iter().any(|ok| !ok) {
+            self.images.record = Some(record);
+            return None;
+        }
+        for p in &parts {
+            self.state_written.insert(p.tick.id(), p.state_digest);
+        }
+        Some(parts)
+    }
+
+    /// The evaluation numbered `serial` was taken back from the images: they hold it already.
+    pub fn imaged_evaluation(&mut self, serial: u64) {
+        self.images.imaged.1 = serial;
+        self.images.answered = true;
+    }
+
+    /// What was taken back from the images when this store was opened, if anything.
+    pub fn warm_start(&self) -> Option<proto::rpc::WarmStart> {
+        (self.store.ticks_from_image > 0 || self.images.answered).then_some(proto::rpc::WarmStart {
+            ticks: self.store.ticks_from_image,
+            evaluation: self.images.answered,
+        })
+    }
+}
