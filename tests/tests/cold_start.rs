@@ -81,6 +81,16 @@ fn the_first_check_after_a_restart_comes_from_the_images_and_equals_a_cold_one()
     assert!(taken["ticks"].as_u64().expect("ticks") >= 400, "{taken}");
     same_as_cold(&w, dir, &["list"]);
     same_as_cold(&w, dir, &["verify"]);
+    // The ledger is as complete as after a cold check: every receipt that check rested on is
+    // in it, and its record replays.
+    w.stop_daemon();
+    restart_and_check(&w, dir);
+    assert_eq!(warm_start(&w, dir).expect("warm")["evaluation"], true);
+    w.stop_daemon();
+    for args in [["ledger", "verify"], ["ledger", "replay"]] {
+        let r = w.evctl(dir, &args);
+        assert_eq!(r.code, 0, "{args:?}: {r:?}");
+    }
 
     // A tick edited in place, same size, its modification time put back: read again, and the
     // evaluation image is not trusted.

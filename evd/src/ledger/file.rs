@@ -390,6 +390,44 @@ impl Ledger {
         }
     }
 
+    /// Where the file's last line starts and its hash: a mark that later says, through
+    /// [`Ledger::holds_mark`], that nothing up to that line changed (each line's hash chains the
+    /// one before). Read from the end, at most 1 MiB; `None` when there is no whole last line.
+    pub fn tail_mark(&self) -> Option<(u64, String)> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = self.root.open_file(&self.path).ok()?;
+        let len = f.metadata().ok()?.len();
+        let from = len.saturating_sub(1 << 20);
+        f.seek(SeekFrom::Start(from)).ok()?;
+        let mut tail = Vec::new();
+        f.take(len - from).read_to_end(&mut tail).ok()?;
+        let body = tail.strip_suffix(b"\n")?;
+        let start = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        if start == 0 && from > 0 {
+            return None;
+        }
+        let line = std::str::from_utf8(body.get(start..)?).ok()?;
+        Some((from + start as u64, rules::line_hash(line)))
+    }
+
+    /// Whether the file still holds, at `offset`, the line whose hash is `hash` (see
+    /// [`Ledger::tail_mark`]).
+    pub fn holds_mark(&self, offset: u64, hash: &str) -> bool {
+        use std::io::{BufRead, Seek, SeekFrom};
+        let Ok(mut f) = self.root.open_file(&self.path) else {
+            return false;
+        };
+        if f.seek(SeekFrom::Start(offset)).is_err() {
+            return false;
+        }
+        let mut line = Vec::new();
+        let mut r = std::io::BufReader::new(std::io::Read::take(f, 1 << 20));
+        if r.read_until(b'\n', &mut line).is_err() || line.pop() != Some(b'\n') {
+            return false;
+        }
+        std::str::from_utf8(&line).is_ok_and(|l| rules::line_hash(l) == hash)
+    }
+
     /// The last line as this writer last read or wrote it.
     pub fn last_line(&self) -> Option<String> {
         self.known.as_ref().and_then(|(_, r)| r.last_line.clone())

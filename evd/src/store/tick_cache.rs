@@ -46,6 +46,15 @@ struct Stamp {
 }
 
 impl Stamp {
+    /// The stamp of what a directory handle's `stat` saw (see [`Stamp::of`]).
+    fn of_stat(st: &crate::sys::beneath::Stat) -> Option<Stamp> {
+        Some(Stamp {
+            ctime_ns: i64::try_from(st.ctime_ns).unwrap_or(i64::MAX),
+            len: st.len,
+            ino: std::num::NonZeroU64::new(st.ino)?,
+        })
+    }
+
     /// `None` for an inode number of 0, which no real file has: such a file is simply never
     /// trusted by its stamp.
     fn of(m: &fs::Metadata) -> Option<Stamp> {
@@ -231,18 +240,32 @@ impl TickCache {
         // Whether anything differs from the cache (a first scan always does).
         let mut changed = self.stamp.is_none();
         let mut to_load = Vec::new();
+        // One walk to `ticks/` (no link below the repository's root followed), then each file
+        // looked at and opened through it.
+        let handle = crate::sys::beneath::root_of(&dir).dir(&dir).ok();
+        // Files the cache holds that readdir calls regular: their stamps are compared through
+        // the handle, on a few threads (a daemon's first scan after taking back an image).
+        let mut known_files: Vec<(String, PathBuf, Cached)> = Vec::new();
         let rd = fs::read_dir(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
         for ent in rd {
             let ent = ent.map_err(|e| Refusal::io(format!("reading store: {e}")))?;
             let name = ent.file_name().to_string_lossy().into_owned();
             let path = ent.path();
             let known = self.files.remove(name.as_str());
-            // A file the cache never saw is read at once (its stamp from the open file's
-            // `fstat`): a first scan looks at each path once.
-            if known.is_none() && ent.file_type().is_ok_and(|t| t.is_file()) {
-                to_load.push((name, path, None));
-                continue;
-            }
+            let regular = ent.file_type().is_ok_and(|t| t.is_file());
+            let known = match known {
+                // A file the cache never saw is read at once (its stamp from the open file's
+                // `fstat`): a first scan looks at each path once.
+                None if regular => {
+                    to_load.push((name, path, None));
+                    continue;
+                }
+                Some(c) if regular && handle.is_some() && c.stamp.is_some() && !is_suspect(&c) => {
+                    known_files.push((name, path, c));
+                    continue;
+                }
+                known => known,
+            };
             let Ok(m) = fs::symlink_metadata(&path) else {
                 continue; // vanished between readdir and stat
             };
@@ -258,11 +281,24 @@ impl TickCache {
                 _ => to_load.push((name, path, Some(m))),
             }
         }
+        if let Some(h) = &handle {
+            let same = crate::sys::par::map(&known_files, 2048, |(name, _, c)| {
+                matches!(
+                    h.stat(std::ffi::OsStr::new(name)),
+                    Ok(Some(st)) if st.kind == crate::sys::beneath::Kind::File
+                        && Stamp::of_stat(&st) == c.stamp
+                )
+            });
+            for ((name, path, c), same) in known_files.into_iter().zip(same) {
+                if same {
+                    next.insert(name.into(), c);
+                } else {
+                    to_load.push((name, path, None));
+                }
+            }
+        }
         let loaded = to_load.len();
         changed |= loaded > 0;
-        // One walk to `ticks/` (no link below the repository's root followed), then each file
-        // opened through it.
-        let handle = crate::sys::beneath::root_of(&dir).dir(&dir).ok();
         next.extend(load_all(handle.as_ref(), to_load));
         if loaded >= 1024 {
             // Parsing left the heap full of holes between the packed ticks kept: give the free
