@@ -22,6 +22,10 @@ impl Writer {
         self.buf.push(v);
     }
 
+    pub fn u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
     pub fn u32(&mut self, v: u32) {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
@@ -101,6 +105,11 @@ impl<'a> Reader<'a> {
         (checksum(body) == sum).then_some(Reader { buf: body, at: 0 })
     }
 
+    /// A reader over a part of an image whose checksum was checked already.
+    pub fn part(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { buf: bytes, at: 0 }
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.at.checked_add(n)?;
         let s = self.buf.get(self.at..end)?;
@@ -110,6 +119,10 @@ impl<'a> Reader<'a> {
 
     pub fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|b| b[0])
+    }
+
+    pub fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
     }
 
     pub fn u32(&mut self) -> Option<u32> {

@@ -138,6 +138,15 @@ impl Index {
         }
     }
 
+    /// Set entry `i` to `n`; `None` when there is no such entry or `n` does not fit.
+    fn set(&mut self, i: usize, n: u32) -> Option<()> {
+        match self {
+            Index::Narrow(v) => *v.get_mut(i)? = u16::try_from(n).ok()?,
+            Index::Wide(v) => *v.get_mut(i)? = n,
+        }
+        Some(())
+    }
+
     /// Entries `from..to` (clamped to the index).
     fn ends(&self, from: usize, to: usize) -> Ends<'_> {
         let to = to.min(self.len());
@@ -796,18 +805,25 @@ impl PackedTick {
     /// Write this tick into an image (see [`crate::engine::codec`]), its shared-table numbers
     /// as `texts` numbers them.
     pub fn encode(&self, w: &mut crate::engine::codec::Writer, texts: &mut ImageTexts) {
-        let mut index: Vec<u32> = (0..self.index.len())
-            .map(|i| self.index.get(i).unwrap_or(0))
-            .collect();
-        for i in self.number_slots() {
-            if let Some(n) = index.get_mut(i) {
-                *n = texts.image_number(*n);
-            }
-        }
+        let slots = self.number_slots();
         w.str(&self.text);
-        w.u32(u32::try_from(index.len()).unwrap_or(u32::MAX));
-        for n in index {
-            w.u32(n);
+        let (narrow, len) = match &self.index {
+            Index::Narrow(v) => (true, v.len()),
+            Index::Wide(v) => (false, v.len()),
+        };
+        w.bool(narrow);
+        w.u32(u32::try_from(len).unwrap_or(u32::MAX));
+        let mut slot = slots.iter().peekable();
+        for i in 0..len {
+            let mut n = self.index.get(i).unwrap_or(0);
+            if slot.next_if_eq(&&i).is_some() {
+                n = texts.image_number(n);
+            }
+            if narrow {
+                w.u16(u16::try_from(n).unwrap_or(u16::MAX));
+            } else {
+                w.u32(n);
+            }
         }
         w.bytes(&self.identity);
         match self.rare.as_deref() {
@@ -836,8 +852,13 @@ impl PackedTick {
     /// to this process' ([`ImageTexts::decode`]). `None` for a damaged image.
     pub fn decode(r: &mut crate::engine::codec::Reader<'_>, numbers: &[u32]) -> Option<PackedTick> {
         let text: Box<str> = r.str()?.into();
-        let n = r.count(4)?;
-        let index: Vec<u32> = (0..n).map(|_| r.u32()).collect::<Option<_>>()?;
+        let index = if r.bool()? {
+            let n = r.count(2)?;
+            Index::Narrow((0..n).map(|_| r.u16()).collect::<Option<_>>()?)
+        } else {
+            let n = r.count(4)?;
+            Index::Wide((0..n).map(|_| r.u32()).collect::<Option<_>>()?)
+        };
         let identity: crate::engine::view::Identity = r.bytes()?.try_into().ok()?;
         let rare = match r.u8()? {
             0 => None,
@@ -863,19 +884,14 @@ impl PackedTick {
         };
         let mut tick = PackedTick {
             text,
-            index: Index::Wide(index.into()),
+            index,
             identity,
             rare,
         };
-        let slots = tick.number_slots();
-        let mut index: Vec<u32> = (0..tick.index.len())
-            .map(|i| tick.index.get(i).unwrap_or(0))
-            .collect();
-        for i in slots {
-            let n = index.get_mut(i)?;
-            *n = *numbers.get(*n as usize)?;
+        for i in tick.number_slots() {
+            let image_number = tick.index.get(i)?;
+            tick.index.set(i, *numbers.get(image_number as usize)?)?;
         }
-        tick.index = Index::of(&index);
         Some(tick)
     }
 }

@@ -376,9 +376,9 @@ impl TickPart {
             let mut rows = Vec::with_capacity(n);
             for _ in 0..n {
                 rows.push(Row {
-                    label: shared(r.str()?),
-                    class: shared(r.str()?),
-                    event_label: shared(r.str()?),
+                    label: texts.text(r.str()?),
+                    class: texts.text(r.str()?),
+                    event_label: texts.text(r.str()?),
                     detail: r.str()?.into(),
                     memo_reason: r.opt_str()?.map(Box::from),
                     ground_index: usize::try_from(r.u64()?).ok()?,
@@ -389,9 +389,9 @@ impl TickPart {
             }
             let check_event = if r.bool()? {
                 Some(CheckEvent {
-                    verdict: shared(r.str()?),
-                    masked_stale: r.opt_str()?.map(shared),
-                    suppressed_from: r.opt_str()?.map(shared),
+                    verdict: texts.text(r.str()?),
+                    masked_stale: r.opt_str()?.map(|t| texts.text(t)),
+                    suppressed_from: r.opt_str()?.map(|t| texts.text(t)),
                 })
             } else {
                 None

@@ -28,26 +28,34 @@ impl OpenStore {
         guarded: &[String],
     ) -> Option<Arc<crate::git::worktree::Uncommitted>> {
         let root = self.store.root().to_path_buf();
-        let results = self.results_dir();
-        let ranges = self
-            .ranges
-            .get_or_insert_with(|| crate::git::ranges::restore(&root, &results));
-        let worktree = &mut self.worktree;
-        match head {
-            Some(h) if !ranges.has(h) => std::thread::scope(|s| {
-                let carried = s.spawn(|| {
-                    ranges.advance(&root, h);
-                    crate::sys::child::take_timeouts()
-                });
-                let answer = worktree.uncommitted(&root, head, guarded);
-                // A carry that panicked leaves nothing carried: those are asked again.
-                if let Ok(timeouts) = carried.join() {
-                    crate::sys::child::note_timeouts(timeouts);
-                }
-                answer
-            }),
-            _ => worktree.uncommitted(&root, head, guarded),
+        let ready = matches!(&self.ranges, Some(r) if head.is_none_or(|h| r.has(h)));
+        if ready {
+            return self.worktree.uncommitted(&root, head, guarded);
         }
+        // The answers the previous daemon left (taking them back asks git who the repository
+        // is), carried over to `head`: beside `git status`, not after it.
+        let results = self.results_dir();
+        let pending = self.ranges.take();
+        let worktree = &mut self.worktree;
+        let (answer, ranges) = std::thread::scope(|s| {
+            let carried = s.spawn(|| {
+                let mut ranges =
+                    pending.unwrap_or_else(|| crate::git::ranges::restore(&root, &results));
+                if let Some(h) = head.filter(|h| !ranges.has(h)) {
+                    ranges.advance(&root, h);
+                }
+                (ranges, crate::sys::child::take_timeouts())
+            });
+            let answer = worktree.uncommitted(&root, head, guarded);
+            // A carry that panicked leaves nothing: the answers are taken back or asked again.
+            let ranges = carried.join().ok().map(|(ranges, timeouts)| {
+                crate::sys::child::note_timeouts(timeouts);
+                ranges
+            });
+            (answer, ranges)
+        });
+        self.ranges = ranges;
+        answer
     }
 
     /// Keep the answers for `tip`; with `persist`, when any were learnt since the last write,
@@ -88,13 +96,12 @@ impl OpenStore {
         let mut set = std::collections::BTreeSet::new();
         for (_, t) in view.iter().filter(|(_, t)| t.status() == "live") {
             for (_, _, triggers) in t.test_bindings() {
-                let triggers: Vec<&str> = triggers.iter().collect();
-                if triggers.iter().all(|t| crate::git::ranges::plain_path(t)) {
-                    set.extend(triggers.into_iter().map(str::to_string));
+                if triggers.iter().all(crate::git::ranges::plain_path) {
+                    set.extend(triggers.iter());
                 }
             }
         }
-        let paths = Arc::new(set.into_iter().collect::<Vec<_>>());
+        let paths = Arc::new(set.into_iter().map(str::to_string).collect::<Vec<_>>());
         self.guarded = Some((generation, Arc::clone(&paths)));
         Ok(paths)
     }

@@ -1,20 +1,19 @@
 //! What a daemon keeps of a store for the next one, so that the first check after a restart (a
 //! crash, an upgrade, an idle release) answers without reading and evaluating everything again:
-//! the image of the parsed ticks ([`crate::store::TickCache::image`]), the record of the state
-//! files ([`crate::store::state_record`]) and the image of the last plain evaluation
-//! ([`crate::memo::check::image`]), written a few seconds after they last changed, off any
-//! request's path, and when the store is let go.
+//! the image of the parsed ticks ([`crate::store::TickCache::image`]) and the image of the last
+//! plain evaluation ([`crate::memo::check::image`]) with the stamps of the files it read,
+//! written a few seconds after they last changed, off any request's path, and when the store
+//! is let go.
 //!
 //! An image is a cache, never a source of truth. The evaluation image is taken back only when
 //! every input is provably the one it was made from: the same evd build; every tick file found
 //! with the stamp the tick image recorded (and that very tick image); the same receipt files
-//! with the same stamps; every state file as recorded; the same evidence states; the same
+//! with the same stamps; every state file as that evaluation left it; the same evidence states; the same
 //! HEAD, work-tree changes, staleness reference, selected-list and policy, established afresh;
 //! and the clock before its expiry. Anything else, or an image that does not read, and the
 //! check evaluates as it always did. Only the daemon keeps images (an in-process run would pay
 //! for writing one on every call).
 
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +26,7 @@ use super::OpenStore;
 /// Where the image of the last plain evaluation is kept (host-local, like the rest of
 /// `results/`).
 pub const CHECK_IMAGE: &str = "evd-check.image";
-const MAGIC: &str = "evd check image 1";
+const MAGIC: &str = "evd check image 2";
 /// An evaluation image larger than this is not read.
 const LIMIT: u64 = 1 << 30;
 /// How long a change waits before the images are written (a burst of requests is imaged once).
@@ -36,36 +35,71 @@ pub(super) const SAVE_AFTER: Duration = Duration::from_secs(3);
 /// evaluation is imaged later.
 const RACY_NS: i64 = 2_000_000_000;
 
-/// The stamp of a receipt file: (ctime ns, length, inode).
-type FileStamp = (i64, u64, u64);
+/// The stamp of a file as an image keeps it: (ctime ns, mtime ns, length, inode).
+type FileStamp = (i64, i64, u64, u64);
 
-/// Every `results/receipts/*.jsonl` with its stamp, by name; `None` when any of them cannot be
-/// looked at or changed too recently to trust its stamp (`now_ns`), or `receipts/` is no plain
-/// directory.
+/// The stamp of a regular file as a directory handle's `stat` saw it.
+fn stamp_of(st: &crate::sys::beneath::Stat) -> Option<FileStamp> {
+    (st.kind == crate::sys::beneath::Kind::File).then(|| {
+        let ns = |t: i128| i64::try_from(t).unwrap_or(i64::MAX);
+        (ns(st.ctime_ns), ns(st.mtime_ns), st.len, st.ino)
+    })
+}
+
+/// The stamps of `names` in the directory `dir`, looked at through one handle on a few
+/// threads; `None` for a name that is not a regular file (or is gone).
+fn stamps_in(dir: &Path, names: &[String]) -> Vec<Option<FileStamp>> {
+    let Ok(handle) = crate::sys::beneath::root_of(dir).dir(dir) else {
+        return vec![None; names.len()];
+    };
+    crate::sys::par::map(names, 2048, |name| {
+        handle
+            .stat(std::ffi::OsStr::new(name))
+            .ok()
+            .flatten()
+            .and_then(|st| stamp_of(&st))
+    })
+}
+
+/// Every `results/receipts/*.jsonl` with its stamp, by name; `None` when any of them is not a
+/// regular file or changed too recently to trust its stamp (`now_ns`), or `receipts/` is no
+/// plain directory.
 fn receipt_stamps(results: &Path, now_ns: Option<i64>) -> Option<Vec<(String, FileStamp)>> {
     let dir = results.join("receipts");
-    match std::fs::symlink_metadata(&dir) {
+    let handle = match crate::sys::beneath::root_of(&dir).dir(&dir) {
+        Ok(h) => h,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
         Err(_) => return None,
-        Ok(m) if !m.is_dir() => return None,
-        Ok(_) => {}
-    }
-    let mut out = Vec::new();
-    for ent in std::fs::read_dir(&dir).ok()? {
-        let ent = ent.ok()?;
-        let name = ent.file_name().into_string().ok()?;
-        if !name.ends_with(".jsonl") {
-            continue;
-        }
-        let m = std::fs::symlink_metadata(ent.path()).ok()?;
-        let ctime = m.ctime().saturating_mul(1_000_000_000) + m.ctime_nsec();
-        if now_ns.is_some_and(|now| now.saturating_sub(ctime) < RACY_NS) {
-            return None;
-        }
-        out.push((name, (ctime, m.len(), m.ino())));
-    }
-    out.sort();
-    Some(out)
+    };
+    let mut names: Vec<String> = handle
+        .names()
+        .ok()?
+        .into_iter()
+        .filter_map(|n| n.into_string().ok())
+        .filter(|n| n.ends_with(".jsonl"))
+        .collect();
+    names.sort();
+    let stamps = stamps_in(&dir, &names);
+    names
+        .into_iter()
+        .zip(stamps)
+        .map(|(name, stamp)| {
+            let stamp = stamp?;
+            let racy = now_ns.is_some_and(|now| now.saturating_sub(stamp.0) < RACY_NS);
+            (!racy).then_some((name, stamp))
+        })
+        .collect()
+}
+
+fn write_stamp(w: &mut Writer, (ctime, mtime, len, ino): FileStamp) {
+    w.i64(ctime);
+    w.i64(mtime);
+    w.u64(len);
+    w.u64(ino);
+}
+
+fn read_stamp(r: &mut Reader<'_>) -> Option<FileStamp> {
+    Some((r.i64()?, r.i64()?, r.u64()?, r.u64()?))
 }
 
 fn now_ns() -> i64 {
@@ -87,6 +121,7 @@ fn evidence_digest(cited: &[crate::ledger::evidence::Cited]) -> u64 {
 impl OpenStore {
     /// Keep images of this store for the next daemon of the same `build` (see the module docs).
     pub fn keep_images(&mut self, build: Arc<str>) {
+        self.store.image_build = Some(Arc::clone(&build));
         self.images.build = Some(build);
     }
 
@@ -95,7 +130,7 @@ impl OpenStore {
     pub(super) fn images_due(&mut self) -> Option<Instant> {
         self.images.build.as_ref()?;
         let ticks = self.store.ticks_generation();
-        if self.store.tick_image_generation() == Some(ticks) {
+        if self.store.tick_image_generation() == Some(ticks) && self.store.tick_image_whole() {
             self.images.imaged.0 = ticks;
             self.images.tick_sum = self.images.tick_sum.or(self.store.tick_image_sum());
         }
@@ -134,7 +169,7 @@ impl OpenStore {
     }
 
     /// Write the image of the last plain evaluation, when it describes the store as it is now
-    /// (nothing it read moved since), with the state-file record it relies on.
+    /// (nothing it read moved since), with the stamps of the receipt and state files.
     fn save_check_image(&mut self) -> bool {
         let (Some(build), Some(tick_sum)) = (self.images.build.clone(), self.images.tick_sum)
         else {
@@ -165,11 +200,9 @@ impl OpenStore {
         w.str(&build);
         w.u64(tick_sum);
         w.u32(u32::try_from(receipts.len()).unwrap_or(u32::MAX));
-        for (name, (ctime, len, ino)) in &receipts {
+        for (name, stamp) in &receipts {
             w.str(name);
-            w.i64(*ctime);
-            w.u64(*len);
-            w.u64(*ino);
+            write_stamp(&mut w, *stamp);
         }
         let cited: Vec<(&str, u64)> = e
             .parts
@@ -197,7 +230,18 @@ impl OpenStore {
             w.str(hash);
         }
         check_image::encode(&mut w, &basis, &e);
-        crate::store::state_record::save(&results, &self.state_written);
+        // Each part's state file as this evaluation left it.
+        let names: Vec<String> = e
+            .parts
+            .iter()
+            .map(|p| format!("{}.json", p.tick.id()))
+            .collect();
+        for stamp in stamps_in(&results.join("state"), &names) {
+            let Some(stamp) = stamp else {
+                return false;
+            };
+            write_stamp(&mut w, stamp);
+        }
         crate::sys::fsio::replace_unsynced(&results.join(CHECK_IMAGE), &w.finish()).is_ok()
     }
 
@@ -227,10 +271,10 @@ impl OpenStore {
         {
             return None;
         }
-        let n = r.count(24)?;
+        let n = r.count(36)?;
         let mut receipts = Vec::with_capacity(n);
         for _ in 0..n {
-            receipts.push((r.str()?.to_string(), (r.i64()?, r.u64()?, r.u64()?)));
+            receipts.push((r.str()?.to_string(), read_stamp(&mut r)?));
         }
         if receipt_stamps(&results, None)? != receipts {
             return None;
@@ -248,29 +292,24 @@ impl OpenStore {
             None
         };
         let view = self.store.current_shared().ok()?;
-        let (facts, parts) = check_image::decode(&mut r, &view, &mut self.shared_texts)?;
-        if !r.at_end() || !facts.answer(basis, now) {
+        let (facts, parts) = check_image::decode(&mut r, &view)?;
+        if !facts.answer(basis, now) {
             return None;
         }
-        // Every state file as the evaluation left it: recorded with that digest, untouched.
-        let record = self.take_state_record();
-        let dir = results.join("state");
-        let handle = crate::sys::beneath::root_of(&dir).dir(&dir).ok();
-        let as_left = crate::sys::par::map(&parts, 2048, |p| {
-            let id = p.tick.id();
-            record.get(id).is_some_and(|(digest, stamp)| {
-                let name = format!("{id}.json");
-                let now = handle.as_ref().and_then(|h| {
-                    h.stat(std::ffi::OsStr::new(&name))
-                        .ok()
-                        .flatten()
-                        .and_then(|st| crate::store::state_record::Stamp::of_stat(&st))
-                });
-                *digest == p.state_digest && now.as_ref() == Some(stamp)
-            })
-        });
-        if as_left.iter().any(|ok| !ok) {
-            self.images.record = Some(record);
+        // Every state file as the evaluation left it (the digests of what they say are the
+        // parts' own), looked at now.
+        let left: Vec<FileStamp> = (0..parts.len())
+            .map(|_| read_stamp(&mut r))
+            .collect::<Option<_>>()?;
+        if !r.at_end() {
+            return None;
+        }
+        let names: Vec<String> = parts
+            .iter()
+            .map(|p| format!("{}.json", p.tick.id()))
+            .collect();
+        let now_stamps = stamps_in(&results.join("state"), &names);
+        if left.iter().zip(&now_stamps).any(|(l, n)| Some(*l) != *n) {
             return None;
         }
         for p in &parts {

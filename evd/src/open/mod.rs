@@ -47,8 +47,6 @@ pub struct Images {
     taken: bool,
     /// Whether the first check was answered from it.
     answered: bool,
-    /// The state-file record, when the evaluation image could not use it (the verbs read it).
-    record: Option<std::collections::HashMap<String, (u64, crate::store::state_record::Stamp)>>,
 }
 
 /// The store on disk and what evd keeps hot about it.
@@ -251,9 +249,6 @@ impl OpenStore {
     pub fn take_state_record(
         &mut self,
     ) -> std::collections::HashMap<String, (u64, crate::store::state_record::Stamp)> {
-        if let Some(kept) = self.images.record.take() {
-            return kept;
-        }
         if std::mem::replace(&mut self.state_record_taken, true) || !self.store.is_locked() {
             return Default::default();
         }

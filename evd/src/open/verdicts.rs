@@ -44,6 +44,16 @@ impl OpenStore {
         use proto::rpc::VerdictChange;
         let baseline = self.verdicts.is_none();
         let snap = self.verdicts.get_or_insert_with(Default::default);
+        if baseline {
+            // The first evaluation only sets the baseline: nothing to compare, nothing to say.
+            snap.extend(
+                folded
+                    .iter()
+                    .filter(|p| !p.kept_rows().is_empty())
+                    .map(|&p| (Box::from(p.tick.id()), Arc::clone(p))),
+            );
+            return Vec::new();
+        }
         let mut changes = Vec::new();
         let change = |part: &crate::memo::check::TickPart, gi: usize, old: Option<&str>, new| {
             VerdictChange {
@@ -98,12 +108,8 @@ impl OpenStore {
                 false
             });
         }
-        if baseline {
-            Vec::new()
-        } else {
-            self.note_changes(changes.clone());
-            changes
-        }
+        self.note_changes(changes.clone());
+        changes
     }
 
     /// Verdict changes (and changes of what cited evidence reads, see

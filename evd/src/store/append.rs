@@ -232,6 +232,13 @@ impl Store {
         let Ok(ticks) = self.ticks() else {
             return Ok(());
         };
+        // Nearly always HEAD names the last tick: nothing names it as parent.
+        if !ticks
+            .iter()
+            .any(|(name, t)| t.parent_id() == head && *name != head)
+        {
+            return Ok(());
+        }
         let mut children: std::collections::HashMap<&str, Vec<&str>> =
             std::collections::HashMap::new();
         for (name, t) in &ticks {

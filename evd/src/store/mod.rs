@@ -67,6 +67,8 @@ pub struct Store {
     cache: TickCache,
     /// How many parsed ticks were taken back from the tick image when the store was opened.
     pub ticks_from_image: usize,
+    /// The evd build images are kept for (see [`crate::open::image`]); `None`: none are.
+    pub image_build: Option<Arc<str>>,
     pub writes: u64,
     pub opened_at: String,
     /// The caller of the write being served, for the events it causes.
@@ -112,6 +114,7 @@ impl Store {
             lock_losses: 0,
             cache,
             ticks_from_image: 0,
+            image_build: None,
             writes: 0,
             opened_at: crate::engine::clock::now_rfc3339(),
             current_agent: None,
@@ -241,7 +244,7 @@ impl Store {
         let path = self.results_dir().join(TICK_IMAGE);
         match fsio::read_limited(&path, IMAGE_LIMIT) {
             Ok(bytes) => {
-                let taken = self.cache.take_image(&bytes);
+                let taken = self.cache.take_image(&bytes, self.image_build.as_deref());
                 self.ticks_from_image = taken;
                 tracing::debug!(store = %self.root.display(), taken, bytes = bytes.len(), "tick image taken back");
             }
@@ -255,13 +258,20 @@ impl Store {
     /// Keep an image of the parsed ticks for the next daemon (see [`TickCache::image`]), in
     /// place of the last one. Best effort, and never into a store this daemon no longer holds.
     /// Returns the image's checksum when it was written.
-    pub fn save_tick_image(&self) -> Option<u64> {
+    pub fn save_tick_image(&mut self) -> Option<u64> {
         if !self.cache.loaded() || !self.lock_is_valid() {
             return None;
         }
-        let image = self.cache.image();
+        // The view goes with it (computed now if the cache moved since it last was).
+        let _ = self.cache.current_shared();
+        let image = self.cache.image(self.image_build.as_deref());
         fsio::replace_unsynced(&self.results_dir().join(TICK_IMAGE), &image).ok()?;
         crate::engine::codec::image_sum(&image)
+    }
+
+    /// Whether the tick image taken back was whole (see [`TickCache::image_whole`]).
+    pub fn tick_image_whole(&self) -> bool {
+        self.cache.image_whole()
     }
 
     /// The checksum of the tick image the cache took back (see [`TickCache::image_sum`]).

@@ -128,6 +128,11 @@ pub struct TickCache {
     image_taken: bool,
     /// The checksum of the image taken back.
     image_sum: Option<u64>,
+    /// The current view the image holds (each tick's place among the files in name order,
+    /// newest first), computed by this build: the view while the cache is exactly the image.
+    image_view: Option<Vec<u32>>,
+    /// Whether the image taken back held a view this build can use.
+    image_whole: bool,
     /// The generation at which the cache held exactly the image taken back (its first scan
     /// read no file and found none gone).
     image_generation: Option<u64>,
@@ -146,6 +151,8 @@ impl TickCache {
             view: None,
             image_taken: false,
             image_sum: None,
+            image_view: None,
+            image_whole: false,
             image_generation: None,
         }
     }
@@ -236,6 +243,13 @@ impl TickCache {
                 Err(e) => self.watch_error = Some(e.0),
             }
         }
+        if self.image_taken && self.adopt_image(&dir) {
+            self.image_taken = false;
+            self.generation += 1;
+            self.image_generation = Some(self.generation);
+            self.stamp = stamp;
+            return Ok(());
+        }
         let mut next = BTreeMap::new();
         // Whether anything differs from the cache (a first scan always does).
         let mut changed = self.stamp.is_none();
@@ -322,11 +336,13 @@ impl TickCache {
     /// back instead of reading and parsing every file: each valid tick with the stamp it was
     /// read at. A tick written too recently for its stamp to tell a later edit apart is left
     /// out (read again from its file).
-    pub fn image(&self) -> Vec<u8> {
+    pub fn image(&self, build: Option<&str>) -> Vec<u8> {
         use crate::engine::codec::Writer;
         let mut texts = crate::engine::packed::ImageTexts::default();
-        let mut body = Writer::new();
-        let mut n = 0u32;
+        // In chunks, so that a daemon taking the image back decodes them on a few threads.
+        let mut chunks: Vec<(u32, Writer)> = Vec::new();
+        // Where each file written sits among them (the view names them so).
+        let mut written: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
         for (name, c) in &self.files {
             let (Entry::Tick(t), Some(stamp)) = (&c.entry, c.stamp) else {
                 continue;
@@ -334,19 +350,54 @@ impl TickCache {
             if is_suspect(c) {
                 continue;
             }
-            let one = &mut body;
+            if chunks
+                .last()
+                .is_none_or(|(n, _)| *n as usize >= IMAGE_CHUNK)
+            {
+                chunks.push((0, Writer::new()));
+            }
+            let Some((n, one)) = chunks.last_mut() else {
+                continue;
+            };
             one.str(name);
             one.i64(stamp.ctime_ns);
             one.u64(stamp.len);
             one.u64(stamp.ino.get());
             t.encode(one, &mut texts);
-            n += 1;
+            *n += 1;
+            let at = u32::try_from(written.len()).unwrap_or(u32::MAX);
+            written.insert(name, at);
         }
         let mut w = Writer::new();
         w.str(IMAGE_MAGIC);
         texts.encode(&mut w);
-        w.u32(n);
-        w.raw(&body.into_body());
+        w.u32(u32::try_from(chunks.len()).unwrap_or(u32::MAX));
+        for (n, chunk) in chunks {
+            w.u32(n);
+            w.bytes(&chunk.into_body());
+        }
+        // The current view, for a daemon of the same build (the view is its code's).
+        let view = self
+            .view
+            .as_ref()
+            .filter(|(g, _)| *g == self.generation)
+            .map(|(_, v)| v);
+        let at: Option<Vec<u32>> = view.and_then(|v| {
+            v.iter()
+                .map(|(name, _)| written.get(&**name).copied())
+                .collect()
+        });
+        match (build, at) {
+            (Some(build), Some(at)) => {
+                w.bool(true);
+                w.str(build);
+                w.u32(u32::try_from(at.len()).unwrap_or(u32::MAX));
+                for i in at {
+                    w.u32(i);
+                }
+            }
+            _ => w.bool(false),
+        }
         w.finish()
     }
 
@@ -354,20 +405,77 @@ impl TickCache {
     /// is kept only if the first scan finds its file with the very same stamp (a file that
     /// changed, or was never imaged, is read as usual). Returns how many ticks were taken; 0
     /// for a damaged or foreign image, or when the cache has already read `ticks/`.
-    pub fn take_image(&mut self, image: &[u8]) -> usize {
+    pub fn take_image(&mut self, image: &[u8], build: Option<&str>) -> usize {
         if self.stamp.is_some() || !self.files.is_empty() {
             return 0;
         }
         match read_image(image) {
-            Some(files) => {
+            Some((files, view)) => {
                 let n = files.len();
                 self.files = files;
+                self.image_view = view
+                    .filter(|(b, _)| Some(b.as_str()) == build)
+                    .map(|(_, names)| names);
+                self.image_whole = self.image_view.is_some();
                 self.image_taken = true;
                 self.image_sum = crate::engine::codec::image_sum(image);
                 n
             }
             None => 0,
         }
+    }
+
+    /// The view the image held, while the cache is exactly that image (once).
+    fn view_from_image(&mut self) -> Option<CurrentView> {
+        let at = self.image_view.take()?;
+        if self.image_generation != Some(self.generation) {
+            return None;
+        }
+        // The cache holds exactly the image's files, in the same (name) order.
+        let files: Vec<(&Arc<str>, &Cached)> = self.files.iter().collect();
+        at.iter()
+            .map(|&i| {
+                let (name, c) = files.get(i as usize)?;
+                match &c.entry {
+                    Entry::Tick(t) => Some((Arc::clone(name), Arc::clone(t))),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// The first scan after an image was taken back, when `ticks/` holds exactly the files
+    /// the image has, each with the very stamp it recorded: then the cache is the image, found
+    /// with one directory listing and a `stat` per file (on a few threads) and no other work.
+    /// `false` (nothing changed) when anything differs: the general scan sorts it out.
+    fn adopt_image(&self, dir: &Path) -> bool {
+        let Ok(handle) = crate::sys::beneath::root_of(dir).dir(dir) else {
+            return false;
+        };
+        let Ok(mut names) = handle.names() else {
+            return false;
+        };
+        // The same names: both sorted (the cache's by its keys' bytes), compared in step.
+        names.sort_unstable();
+        if names.len() != self.files.len()
+            || !names
+                .iter()
+                .zip(self.files.keys())
+                .all(|(n, k)| n.as_encoded_bytes() == k.as_bytes())
+        {
+            return false;
+        }
+        let entries: Vec<(&Arc<str>, &Cached)> = self.files.iter().collect();
+        crate::sys::par::map(&entries, 2048, |(name, c)| {
+            !is_suspect(c)
+                && matches!(
+                    handle.stat(std::ffi::OsStr::new(&***name)),
+                    Ok(Some(st)) if st.kind == crate::sys::beneath::Kind::File
+                        && Stamp::of_stat(&st) == c.stamp
+                )
+        })
+        .into_iter()
+        .all(|same| same)
     }
 
     /// Re-read one entry inotify named (whatever its stamp says: it changed).
@@ -454,6 +562,11 @@ impl TickCache {
             }
         }
         self.entries()?;
+        if let Some(view) = self.view_from_image() {
+            let view = Arc::new(view);
+            self.view = Some((self.generation, Arc::clone(&view)));
+            return Ok(view);
+        }
         let inputs: Vec<(&Arc<str>, &Arc<PackedTick>, crate::engine::view::Identity)> = self
             .files
             .iter()
@@ -522,6 +635,12 @@ impl TickCache {
     /// written at that generation would say the same.
     pub fn image_generation(&self) -> Option<u64> {
         self.image_generation
+    }
+
+    /// Whether the image taken back held everything this build would write in it (its view
+    /// too): when it did not, a new one is worth writing even though no tick moved.
+    pub fn image_whole(&self) -> bool {
+        self.image_whole
     }
 
     /// The checksum of the image taken back (see [`crate::engine::codec::image_sum`]).
@@ -640,28 +759,61 @@ fn load_unseen(dir: Option<&Dir>, path: &Path, name: &str) -> Option<Cached> {
 }
 
 /// What a tick cache image starts with (its layout's version in the name).
-const IMAGE_MAGIC: &str = "evd tick image 1";
+const IMAGE_MAGIC: &str = "evd tick image 3";
+/// Ticks per chunk of an image.
+const IMAGE_CHUNK: usize = 2048;
+
+/// What a tick cache image holds: its entries, and the current view (each tick's place among
+/// the entries, in name order) with the build that computed it.
+type Image = (BTreeMap<Arc<str>, Cached>, Option<(String, Vec<u32>)>);
 
 /// The entries of a tick cache image; `None` when any of it does not read.
-fn read_image(image: &[u8]) -> Option<BTreeMap<Arc<str>, Cached>> {
+fn read_image(image: &[u8]) -> Option<Image> {
     let mut r = crate::engine::codec::Reader::checked(image)?;
     if r.str()? != IMAGE_MAGIC {
         return None;
     }
     let numbers = crate::engine::packed::ImageTexts::decode(&mut r)?;
-    let n = r.count(32)?;
-    let mut files = BTreeMap::new();
-    for _ in 0..n {
-        let name: Arc<str> = r.str()?.into();
-        let stamp = Stamp {
-            ctime_ns: r.i64()?,
-            len: r.u64()?,
-            ino: std::num::NonZeroU64::new(r.u64()?)?,
-        };
-        let tick = PackedTick::decode(&mut r, &numbers)?;
-        files.insert(name, Cached::with(Some(stamp), Entry::Tick(Arc::new(tick))));
+    let n = r.count(8)?;
+    let chunks: Vec<(usize, &[u8])> = (0..n)
+        .map(|_| Some((r.u32()? as usize, r.bytes()?)))
+        .collect::<Option<_>>()?;
+    let view = if r.bool()? {
+        let build = r.str()?.to_string();
+        let n = r.count(4)?;
+        let at = (0..n).map(|_| r.u32()).collect::<Option<Vec<_>>>()?;
+        Some((build, at))
+    } else {
+        None
+    };
+    if !r.at_end() {
+        return None;
     }
-    r.at_end().then_some(files)
+    let decoded = crate::sys::par::map(&chunks, 1, |&(n, bytes)| {
+        let mut r = crate::engine::codec::Reader::part(bytes);
+        let n = if n <= bytes.len() / 32 {
+            n
+        } else {
+            return None;
+        };
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name: Arc<str> = r.str()?.into();
+            let stamp = Stamp {
+                ctime_ns: r.i64()?,
+                len: r.u64()?,
+                ino: std::num::NonZeroU64::new(r.u64()?)?,
+            };
+            let tick = PackedTick::decode(&mut r, &numbers)?;
+            out.push((name, Cached::with(Some(stamp), Entry::Tick(Arc::new(tick)))));
+        }
+        r.at_end().then_some(out)
+    });
+    let mut files = BTreeMap::new();
+    for chunk in decoded {
+        files.extend(chunk?);
+    }
+    Some((files, view))
 }
 
 fn is_suspect(c: &Cached) -> bool {

@@ -63,19 +63,23 @@ pub fn encode(w: &mut Writer, basis: &Basis, e: &Evaluation) {
         w.u32(t.nanosecond());
     }
     w.u32(u32::try_from(e.parts.len()).unwrap_or(u32::MAX));
-    for p in &e.parts {
-        p.encode(w);
+    // In chunks, so that a daemon taking the image back decodes them on a few threads.
+    for chunk in e.parts.chunks(CHUNK) {
+        let mut c = Writer::new();
+        for p in chunk {
+            p.encode(&mut c);
+        }
+        w.bytes(&c.into_body());
     }
 }
+
+/// Parts per chunk of an image.
+const CHUNK: usize = 4096;
 
 /// Read an image written by [`encode`] against `view`, the current view: its parts must be
 /// exactly the view's live ticks, in order, each the very tick it was made for. `None` when
 /// anything does not read or does not match.
-pub fn decode(
-    r: &mut Reader<'_>,
-    view: &CurrentView,
-    texts: &mut SharedTexts,
-) -> Option<(Facts, Vec<Arc<TickPart>>)> {
+pub fn decode(r: &mut Reader<'_>, view: &CurrentView) -> Option<(Facts, Vec<Arc<TickPart>>)> {
     let policy = r.str()?.to_string();
     let staleness_days = r.u64()?;
     let reference = r.opt_str()?.map(str::to_string);
@@ -102,15 +106,29 @@ pub fn decode(
         None
     };
     let n = r.count(32)?;
-    let mut live = view.iter().filter(|(_, t)| t.status() == "live");
-    let mut parts = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (file, tick) = live.next()?;
-        parts.push(Arc::new(TickPart::decode(r, file, tick, texts)?));
-    }
-    if live.next().is_some() {
+    let live: Vec<_> = view.iter().filter(|(_, t)| t.status() == "live").collect();
+    if live.len() != n {
         return None;
     }
+    let chunks: Vec<(&[_], &[u8])> = live
+        .chunks(CHUNK)
+        .map(|ticks| Some((ticks, r.bytes()?)))
+        .collect::<Option<_>>()?;
+    // Each chunk on its own thread, with its own copies of the shared texts (a handful).
+    let decoded = crate::sys::par::map(&chunks, 1, |(ticks, bytes)| {
+        let mut r = Reader::part(bytes);
+        let mut texts = SharedTexts::default();
+        let parts = ticks
+            .iter()
+            .map(|(file, tick)| TickPart::decode(&mut r, file, tick, &mut texts).map(Arc::new))
+            .collect::<Option<Vec<_>>>()?;
+        r.at_end().then_some(parts)
+    });
+    let mut parts = Vec::with_capacity(n);
+    for chunk in decoded {
+        parts.extend(chunk?);
+    }
+
     Some((
         Facts {
             policy,
