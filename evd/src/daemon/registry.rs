@@ -189,7 +189,12 @@ fn actor_loop(
                 match store.idle_work_at() {
                     Some(due) if due <= Instant::now() => {
                         at(Some("idle work (the journal, remembered answers)"));
+                        let started = Instant::now();
                         store.on_idle();
+                        tracing::debug!(
+                            ms = started.elapsed().as_secs_f64() * 1e3,
+                            "idle work done"
+                        );
                         at(None);
                     }
                     Some(due) => {

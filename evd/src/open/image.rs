@@ -26,11 +26,16 @@ use super::OpenStore;
 /// Where the image of the last plain evaluation is kept (host-local, like the rest of
 /// `results/`).
 pub const CHECK_IMAGE: &str = "evd-check.image";
+/// Where it is written first, until the store's thread has checked it (see
+/// [`OpenStore::commit_images`]).
+const CHECK_IMAGE_PENDING: &str = "evd-check.image.new";
 const MAGIC: &str = "evd check image 2";
 /// An evaluation image larger than this is not read.
 const LIMIT: u64 = 1 << 30;
 /// How long a change waits before the images are written (a burst of requests is imaged once).
 pub(super) const SAVE_AFTER: Duration = Duration::from_secs(3);
+/// How often a writing under way is looked at.
+const POLL_WRITING: Duration = Duration::from_millis(50);
 /// A receipt file changed this recently may change again within its stamp's resolution: the
 /// evaluation is imaged later.
 const RACY_NS: i64 = 2_000_000_000;
@@ -118,6 +123,109 @@ fn evidence_digest(cited: &[crate::ledger::evidence::Cited]) -> u64 {
     h.finish()
 }
 
+/// The evaluation image's content, taken on the store's thread but for the stamps of the
+/// receipt and state files, which the writing thread takes (and the store's thread then checks
+/// nobody wrote those files meanwhile, see [`OpenStore::commit_images`]).
+struct CheckImage {
+    basis: Basis,
+    eval: Arc<crate::memo::check::Evaluation>,
+    cited: Vec<(String, u64)>,
+    mark: Option<(u64, String)>,
+    /// The receipt and state-file generations the evaluation read.
+    generations: (u64, u64),
+}
+
+/// What one writing of the images left: the tick image's checksum on disk, and the
+/// generations an evaluation image written beside its place waits to be checked against.
+pub(super) type Written = (Option<u64>, Option<(u64, u64)>);
+
+/// One writing of a store's images, everything in it taken already: it reads nothing of the
+/// store, so it can run on a thread of its own.
+pub(super) struct ImagesJob {
+    build: Arc<str>,
+    results: std::path::PathBuf,
+    /// The parsed ticks, when their image is to be written again.
+    tick_image: Option<crate::store::TickImage>,
+    /// The checksum of the tick image on disk, when it is not.
+    tick_sum: Option<u64>,
+    check: Option<CheckImage>,
+}
+
+impl ImagesJob {
+    /// Write the images: the tick image in its place, the evaluation image beside its place
+    /// (see [`Written`]).
+    fn run(self) -> Written {
+        let started = Instant::now();
+        let mut tick_sum = self.tick_sum;
+        if let Some(t) = &self.tick_image {
+            let image = t.encode(Some(&self.build));
+            let path = self.results.join(crate::store::TICK_IMAGE);
+            tick_sum = crate::sys::fsio::replace_unsynced(&path, &image)
+                .ok()
+                .and_then(|()| crate::engine::codec::image_sum(&image));
+        }
+        let wrote_check = match (&self.check, tick_sum) {
+            (Some(c), Some(sum)) => c.encode(&self.build, sum, &self.results).and_then(|image| {
+                let pending = self.results.join(CHECK_IMAGE_PENDING);
+                crate::sys::fsio::replace_unsynced(&pending, &image)
+                    .ok()
+                    .map(|()| c.generations)
+            }),
+            _ => None,
+        };
+        tracing::debug!(
+            results = %self.results.display(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            ticks = self.tick_image.is_some(),
+            evaluation = wrote_check.is_some(),
+            "images written"
+        );
+        (tick_sum, wrote_check)
+    }
+}
+
+impl CheckImage {
+    /// The image, with the receipt and state files' stamps taken now; `None` when one of them
+    /// cannot be trusted (see [`receipt_stamps`]).
+    fn encode(&self, build: &str, tick_sum: u64, results: &Path) -> Option<Vec<u8>> {
+        let receipts = receipt_stamps(results, Some(now_ns()))?;
+        // Each part's state file as this evaluation left it.
+        let names: Vec<String> = self
+            .eval
+            .parts
+            .iter()
+            .map(|p| format!("{}.json", p.tick.id()))
+            .collect();
+        let states = stamps_in(&results.join("state"), &names)
+            .into_iter()
+            .collect::<Option<Vec<_>>>()?;
+        let mut w = Writer::new();
+        w.str(MAGIC);
+        w.str(build);
+        w.u64(tick_sum);
+        w.u32(u32::try_from(receipts.len()).unwrap_or(u32::MAX));
+        for (name, stamp) in &receipts {
+            w.str(name);
+            write_stamp(&mut w, *stamp);
+        }
+        w.u32(u32::try_from(self.cited.len()).unwrap_or(u32::MAX));
+        for (id, digest) in &self.cited {
+            w.str(id);
+            w.u64(*digest);
+        }
+        w.bool(self.mark.is_some());
+        if let Some((offset, hash)) = &self.mark {
+            w.u64(*offset);
+            w.str(hash);
+        }
+        check_image::encode(&mut w, &self.basis, &self.eval);
+        for stamp in states {
+            write_stamp(&mut w, stamp);
+        }
+        Some(w.finish())
+    }
+}
+
 impl OpenStore {
     /// Keep images of this store for the next daemon of the same `build` (see the module docs).
     pub fn keep_images(&mut self, build: Arc<str>) {
@@ -129,6 +237,10 @@ impl OpenStore {
     /// first moved past what was last imaged.
     pub(super) fn images_due(&mut self) -> Option<Instant> {
         self.images.build.as_ref()?;
+        if self.images.writing.is_some() {
+            // Looked at again shortly, to take the writing in when it is done.
+            return Some(Instant::now() + POLL_WRITING);
+        }
         let ticks = self.store.ticks_generation();
         if self.store.tick_image_generation() == Some(ticks) && self.store.tick_image_whole() {
             self.images.imaged.0 = ticks;
@@ -143,42 +255,76 @@ impl OpenStore {
         Some(*since.get_or_insert_with(Instant::now) + SAVE_AFTER)
     }
 
-    /// Write what [`OpenStore::images_due`] announced, if it is due (`now`: whatever waits).
+    /// Write what [`OpenStore::images_due`] announced, if it is due. What goes in is taken
+    /// here, on the store's thread; encoding and writing it (hundreds of milliseconds at 100,000
+    /// ticks) happen on a thread of their own, one at a time, so no request waits for them.
+    /// With `now` (the store is let go) whatever waits is written before this returns.
     pub(super) fn save_images(&mut self, now: bool) {
+        // A writing that is done (or, when the store is let go, waited for) is taken in first.
+        if let Some(writing) = self.images.writing.take() {
+            if now || writing.is_finished() {
+                let written = writing.join().unwrap_or_default();
+                self.commit_images(written);
+            } else {
+                self.images.writing = Some(writing);
+                return;
+            }
+        }
         let Some(due) = self.images_due() else {
             return;
         };
         if !now && Instant::now() < due {
             return;
         }
-        let started = Instant::now();
         let ticks = self.store.ticks_generation();
         let serial = self.memos.plain().map_or(0, |(_, e)| e.serial);
-        if self.images.imaged.0 != ticks || self.images.tick_sum.is_none() {
-            self.images.tick_sum = self.store.save_tick_image();
-        }
-        let wrote_check = self.save_check_image();
-        tracing::debug!(
-            store = %self.root().display(),
-            ms = started.elapsed().as_secs_f64() * 1e3,
-            evaluation = wrote_check,
-            "images written"
-        );
+        let job = self.images_job(ticks);
         // Written or not, not tried again before something moves.
         self.images.imaged = (ticks, serial, None);
+        let Some(job) = job else {
+            return;
+        };
+        if now {
+            let written = job.run();
+            self.commit_images(written);
+            return;
+        }
+        match std::thread::Builder::new()
+            .name("evd-images".into())
+            .spawn(move || job.run())
+        {
+            Ok(handle) => self.images.writing = Some(handle),
+            Err(e) => tracing::debug!(error = %e, "cannot start writing the images"),
+        }
     }
 
-    /// Write the image of the last plain evaluation, when it describes the store as it is now
-    /// (nothing it read moved since), with the stamps of the receipt and state files.
-    fn save_check_image(&mut self) -> bool {
-        let (Some(build), Some(tick_sum)) = (self.images.build.clone(), self.images.tick_sum)
-        else {
-            return false;
-        };
+    /// What writing the images takes: the tick image when the ticks moved since the last one
+    /// (or its checksum is unknown), and the evaluation image when the last plain evaluation
+    /// describes the store as it is now (nothing it read moved since), with the stamps of the
+    /// receipt and state files it read.
+    fn images_job(&mut self, ticks: u64) -> Option<ImagesJob> {
+        let build = self.images.build.clone()?;
+        if !self.lock_is_valid() {
+            return None;
+        }
+        let tick_image = (self.images.imaged.0 != ticks || self.images.tick_sum.is_none())
+            .then(|| self.store.tick_image())
+            .flatten();
+        let check = self.check_image_input();
+        (tick_image.is_some() || check.is_some()).then(|| ImagesJob {
+            build,
+            results: self.results_dir(),
+            tick_image,
+            tick_sum: self.images.tick_sum,
+            check,
+        })
+    }
+
+    /// What the evaluation image says, when the last plain evaluation describes the store as it
+    /// is now (see [`OpenStore::images_job`]).
+    fn check_image_input(&mut self) -> Option<CheckImage> {
         let state = self.state_watch.sync(&mut self.state_written);
-        let Some((basis, e)) = self.memos.plain() else {
-            return false;
-        };
+        let (basis, e) = self.memos.plain()?;
         let current = e.ticks == self.store.ticks_generation()
             && e.receipts == self.receipts.generation()
             && e.state_epoch == self.state_epoch
@@ -187,62 +333,53 @@ impl OpenStore {
             && e.evidence == self.evidence.generation()
             && e.valid_until
                 .is_none_or(|t| crate::engine::clock::now() < t);
-        if !current || !self.lock_is_valid() {
-            return false;
+        if !current {
+            return None;
         }
-        let results = self.results_dir();
-        let Some(receipts) = receipt_stamps(&results, Some(now_ns())) else {
-            return false;
-        };
         let (basis, e) = (basis.clone(), Arc::clone(e));
-        let mut w = Writer::new();
-        w.str(MAGIC);
-        w.str(&build);
-        w.u64(tick_sum);
-        w.u32(u32::try_from(receipts.len()).unwrap_or(u32::MAX));
-        for (name, stamp) in &receipts {
-            w.str(name);
-            write_stamp(&mut w, *stamp);
-        }
-        let cited: Vec<(&str, u64)> = e
+        let cited: Vec<(String, u64)> = e
             .parts
             .iter()
             .filter(|p| p.tick.cites_evidence())
             .map(|p| {
                 let id = p.tick.id();
-                (id, self.evidence.of(id).map_or(0, |c| evidence_digest(&c)))
+                let digest = self.evidence.of(id).map_or(0, |c| evidence_digest(&c));
+                (id.to_string(), digest)
             })
             .collect();
-        w.u32(u32::try_from(cited.len()).unwrap_or(u32::MAX));
-        for (id, digest) in cited {
-            w.str(id);
-            w.u64(digest);
-        }
         // Every receipt is in the ledger already (the last capture took them all and its
         // journal is written): the next daemon's first check need not read them to know.
         let in_ledger = self.captured_receipts == Some(self.receipts.generation())
             && self.journal.is_empty()
             && self.checks.is_empty();
         let mark = in_ledger.then(|| self.ledger.tail_mark()).flatten();
-        w.bool(mark.is_some());
-        if let Some((offset, hash)) = &mark {
-            w.u64(*offset);
-            w.str(hash);
+        Some(CheckImage {
+            generations: (e.receipts, state),
+            basis,
+            eval: e,
+            cited,
+            mark,
+        })
+    }
+
+    /// Take in a finished writing of the images: the evaluation image written beside its place
+    /// goes in its place only if nobody wrote a receipt or state file since the evaluation (the
+    /// watches would say): the stamps it holds are then those the evaluation read.
+    fn commit_images(&mut self, written: Written) {
+        let (tick_sum, pending) = written;
+        self.images.tick_sum = tick_sum;
+        let Some((receipts, state)) = pending else {
+            return;
+        };
+        let results = self.results_dir();
+        let pending = results.join(CHECK_IMAGE_PENDING);
+        self.receipts.sync();
+        let unchanged = self.receipts.generation() == receipts
+            && self.state_watch.sync(&mut self.state_written) == state
+            && self.lock_is_valid();
+        if !(unchanged && std::fs::rename(&pending, results.join(CHECK_IMAGE)).is_ok()) {
+            let _ = std::fs::remove_file(&pending);
         }
-        check_image::encode(&mut w, &basis, &e);
-        // Each part's state file as this evaluation left it.
-        let names: Vec<String> = e
-            .parts
-            .iter()
-            .map(|p| format!("{}.json", p.tick.id()))
-            .collect();
-        for stamp in stamps_in(&results.join("state"), &names) {
-            let Some(stamp) = stamp else {
-                return false;
-            };
-            write_stamp(&mut w, stamp);
-        }
-        crate::sys::fsio::replace_unsynced(&results.join(CHECK_IMAGE), &w.finish()).is_ok()
     }
 
     /// The parts of the evaluation image, once per opened store, when everything it was made

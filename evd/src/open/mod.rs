@@ -47,6 +47,8 @@ pub struct Images {
     taken: bool,
     /// Whether the first check was answered from it.
     answered: bool,
+    /// The images being written, off the store's thread; the tick image's checksum when done.
+    writing: Option<std::thread::JoinHandle<image::Written>>,
 }
 
 /// The store on disk and what evd keeps hot about it.

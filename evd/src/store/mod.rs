@@ -24,7 +24,7 @@ use proto::rpc::{codes, Refusal};
 use proto::Tick;
 
 use self::lock::{Holder, LockFile};
-pub use self::tick_cache::{CurrentView, Entry, TickCache};
+pub use self::tick_cache::{CurrentView, Entry, TickCache, TickImage};
 use crate::engine::packed::PackedTick;
 use crate::store::config::{Config, DEFAULT_CONFIG};
 use crate::sys::fsio;
@@ -255,18 +255,15 @@ impl Store {
         }
     }
 
-    /// Keep an image of the parsed ticks for the next daemon (see [`TickCache::image`]), in
-    /// place of the last one. Best effort, and never into a store this daemon no longer holds.
-    /// Returns the image's checksum when it was written.
-    pub fn save_tick_image(&mut self) -> Option<u64> {
+    /// What an image of the parsed ticks for the next daemon holds (see [`TickCache::image`]),
+    /// with the view computed if the cache moved since it last was; `None` when the cache has
+    /// not read `ticks/` or this daemon no longer holds the store.
+    pub fn tick_image(&mut self) -> Option<tick_cache::TickImage> {
         if !self.cache.loaded() || !self.lock_is_valid() {
             return None;
         }
-        // The view goes with it (computed now if the cache moved since it last was).
         let _ = self.cache.current_shared();
-        let image = self.cache.image(self.image_build.as_deref());
-        fsio::replace_unsynced(&self.results_dir().join(TICK_IMAGE), &image).ok()?;
-        crate::engine::codec::image_sum(&image)
+        Some(self.cache.image())
     }
 
     /// Whether the tick image taken back was whole (see [`TickCache::image_whole`]).

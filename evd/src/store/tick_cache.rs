@@ -336,69 +336,23 @@ impl TickCache {
     /// back instead of reading and parsing every file: each valid tick with the stamp it was
     /// read at. A tick written too recently for its stamp to tell a later edit apart is left
     /// out (read again from its file).
-    pub fn image(&self, build: Option<&str>) -> Vec<u8> {
-        use crate::engine::codec::Writer;
-        let mut texts = crate::engine::packed::ImageTexts::default();
-        // In chunks, so that a daemon taking the image back decodes them on a few threads.
-        let mut chunks: Vec<(u32, Writer)> = Vec::new();
-        // Where each file written sits among them (the view names them so).
-        let mut written: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-        for (name, c) in &self.files {
-            let (Entry::Tick(t), Some(stamp)) = (&c.entry, c.stamp) else {
-                continue;
-            };
-            if is_suspect(c) {
-                continue;
-            }
-            if chunks
-                .last()
-                .is_none_or(|(n, _)| *n as usize >= IMAGE_CHUNK)
-            {
-                chunks.push((0, Writer::new()));
-            }
-            let Some((n, one)) = chunks.last_mut() else {
-                continue;
-            };
-            one.str(name);
-            one.i64(stamp.ctime_ns);
-            one.u64(stamp.len);
-            one.u64(stamp.ino.get());
-            t.encode(one, &mut texts);
-            *n += 1;
-            let at = u32::try_from(written.len()).unwrap_or(u32::MAX);
-            written.insert(name, at);
-        }
-        let mut w = Writer::new();
-        w.str(IMAGE_MAGIC);
-        texts.encode(&mut w);
-        w.u32(u32::try_from(chunks.len()).unwrap_or(u32::MAX));
-        for (n, chunk) in chunks {
-            w.u32(n);
-            w.bytes(&chunk.into_body());
-        }
-        // The current view, for a daemon of the same build (the view is its code's).
+    pub fn image(&self) -> TickImage {
+        let entries = self
+            .files
+            .iter()
+            .filter_map(|(name, c)| match (&c.entry, c.stamp) {
+                (Entry::Tick(t), Some(stamp)) if !is_suspect(c) => {
+                    Some((Arc::clone(name), stamp, Arc::clone(t)))
+                }
+                _ => None,
+            })
+            .collect();
         let view = self
             .view
             .as_ref()
             .filter(|(g, _)| *g == self.generation)
-            .map(|(_, v)| v);
-        let at: Option<Vec<u32>> = view.and_then(|v| {
-            v.iter()
-                .map(|(name, _)| written.get(&**name).copied())
-                .collect()
-        });
-        match (build, at) {
-            (Some(build), Some(at)) => {
-                w.bool(true);
-                w.str(build);
-                w.u32(u32::try_from(at.len()).unwrap_or(u32::MAX));
-                for i in at {
-                    w.u32(i);
-                }
-            }
-            _ => w.bool(false),
-        }
-        w.finish()
+            .map(|(_, v)| Arc::clone(v));
+        TickImage { entries, view }
     }
 
     /// Take back an image made by [`TickCache::image`], before the first scan: each tick in it
@@ -756,6 +710,69 @@ fn load_unseen(dir: Option<&Dir>, path: &Path, name: &str) -> Option<Cached> {
     }
     let m = fs::symlink_metadata(path).ok()?;
     (!m.is_dir()).then(|| load(path, name, &m))
+}
+
+/// What an image of the parsed ticks holds, taken from the cache at one moment (shared handles,
+/// no copy of any tick), to be encoded off the store's thread ([`TickImage::encode`]).
+#[derive(Debug)]
+pub struct TickImage {
+    entries: Vec<(Arc<str>, Stamp, Arc<PackedTick>)>,
+    /// The current view, when it was current.
+    view: Option<Arc<CurrentView>>,
+}
+
+impl TickImage {
+    /// The image's bytes (see [`crate::engine::codec`]); the view goes in for a daemon of the
+    /// same `build` (the view is its code's).
+    pub fn encode(&self, build: Option<&str>) -> Vec<u8> {
+        use crate::engine::codec::Writer;
+        let mut texts = crate::engine::packed::ImageTexts::default();
+        // In chunks, so that a daemon taking the image back decodes them on a few threads.
+        let mut chunks = Vec::new();
+        for chunk in self.entries.chunks(IMAGE_CHUNK) {
+            let mut one = Writer::new();
+            for (name, stamp, t) in chunk {
+                one.str(name);
+                one.i64(stamp.ctime_ns);
+                one.u64(stamp.len);
+                one.u64(stamp.ino.get());
+                t.encode(&mut one, &mut texts);
+            }
+            chunks.push((chunk.len(), one.into_body()));
+        }
+        let mut w = Writer::new();
+        w.str(IMAGE_MAGIC);
+        texts.encode(&mut w);
+        w.u32(u32::try_from(chunks.len()).unwrap_or(u32::MAX));
+        for (n, chunk) in chunks {
+            w.u32(u32::try_from(n).unwrap_or(u32::MAX));
+            w.bytes(&chunk);
+        }
+        // The view as places among the entries (all of its ticks must be among them).
+        let at: Option<Vec<u32>> = self.view.as_ref().and_then(|view| {
+            let place: std::collections::HashMap<&str, u32> = self
+                .entries
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _, _))| (&**name, u32::try_from(i).unwrap_or(u32::MAX)))
+                .collect();
+            view.iter()
+                .map(|(name, _)| place.get(&**name).copied())
+                .collect()
+        });
+        match (build, at) {
+            (Some(build), Some(at)) => {
+                w.bool(true);
+                w.str(build);
+                w.u32(u32::try_from(at.len()).unwrap_or(u32::MAX));
+                for i in at {
+                    w.u32(i);
+                }
+            }
+            _ => w.bool(false),
+        }
+        w.finish()
+    }
 }
 
 /// What a tick cache image starts with (its layout's version in the name).
