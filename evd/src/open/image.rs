@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::engine::codec::{Reader, Writer};
 use crate::memo::check::{image as check_image, Basis, TickPart};
 
-use super::OpenStore;
+use super::{OpenStore, Written};
 
 /// Where the image of the last plain evaluation is kept (host-local, like the rest of
 /// `results/`).
@@ -134,10 +134,6 @@ struct CheckImage {
     /// The receipt and state-file generations the evaluation read.
     generations: (u64, u64),
 }
-
-/// What one writing of the images left: the tick image's checksum on disk, and the
-/// generations an evaluation image written beside its place waits to be checked against.
-pub(super) type Written = (Option<u64>, Option<(u64, u64)>);
 
 /// One writing of a store's images, everything in it taken already: it reads nothing of the
 /// store, so it can run on a thread of its own.

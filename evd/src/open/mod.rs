@@ -34,6 +34,11 @@ const WRITE_JOURNAL_AFTER: std::time::Duration = std::time::Duration::from_milli
 /// own: the snapshot holds no text of its own.
 pub type VerdictSnapshot = std::collections::HashMap<Box<str>, Arc<crate::memo::check::TickPart>>;
 
+/// What one writing of a store's images left (see [`image`]): the tick image's checksum on
+/// disk, and the generations an evaluation image written beside its place waits to be checked
+/// against.
+type Written = (Option<u64>, Option<(u64, u64)>);
+
 /// What is known of the images of one open store (see [`image`]).
 #[derive(Debug, Default)]
 pub struct Images {
@@ -48,7 +53,7 @@ pub struct Images {
     /// Whether the first check was answered from it.
     answered: bool,
     /// The images being written, off the store's thread; the tick image's checksum when done.
-    writing: Option<std::thread::JoinHandle<image::Written>>,
+    writing: Option<std::thread::JoinHandle<Written>>,
 }
 
 /// The store on disk and what evd keeps hot about it.
