@@ -61,11 +61,6 @@ impl Writer {
         }
     }
 
-    /// Bytes another writer built (see [`Writer::into_body`]), as they are.
-    pub fn raw(&mut self, v: &[u8]) {
-        self.buf.extend_from_slice(v);
-    }
-
     /// What was written, without a checksum: a part of a larger image.
     pub fn into_body(self) -> Vec<u8> {
         self.buf

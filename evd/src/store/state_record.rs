@@ -30,16 +30,6 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    /// The stamp of what a directory handle's `stat` saw, when it is a regular file.
-    pub fn of_stat(st: &crate::sys::beneath::Stat) -> Option<Stamp> {
-        (st.kind == crate::sys::beneath::Kind::File).then_some(Stamp {
-            ino: st.ino,
-            len: st.len,
-            mtime_ns: st.mtime_ns,
-            ctime_ns: st.ctime_ns,
-        })
-    }
-
     /// The stamp of the regular file at `path`, without following links.
     pub fn of(path: &Path) -> Option<Stamp> {
         let m = std::fs::symlink_metadata(path).ok()?;
