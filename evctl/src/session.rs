@@ -155,7 +155,7 @@ impl Session {
     {
         for attempt in 0..2 {
             let c = self.daemon().await?;
-            let r = call(c).await;
+            let r = self.waiting(&c, call(Arc::clone(&c))).await;
             let stopping = matches!(&r, Err(ClientError::Call(e)) if e.code() == codes::STOPPING);
             if stopping && attempt == 0 {
                 self.conn = None;
@@ -165,6 +165,62 @@ impl Session {
             return Some(r);
         }
         None
+    }
+
+    /// Wait for `answer`; on a terminal, when it is slow to come because the store's thread is
+    /// at something long (a cold start journaling every receipt into a new ledger, a large
+    /// migration), say so on stderr every few seconds, from what `status` says of the store.
+    async fn waiting<R>(
+        &self,
+        c: &Arc<Client>,
+        answer: impl std::future::Future<Output = Result<R, ClientError>>,
+    ) -> Result<R, ClientError> {
+        use std::io::IsTerminal;
+        const FIRST: std::time::Duration = std::time::Duration::from_millis(1500);
+        const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+        if !std::io::stderr().is_terminal() {
+            return answer.await;
+        }
+        tokio::pin!(answer);
+        let mut next = FIRST;
+        loop {
+            tokio::select! {
+                r = &mut answer => return r,
+                () = tokio::time::sleep(next) => {
+                    next = EVERY;
+                    if let Some(line) = self.busy_line(c).await {
+                        eprintln!("{line}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// What `status` says the store this session asks about is busy with, as one line.
+    async fn busy_line(&self, c: &Client) -> Option<String> {
+        let status = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            proto::rpc::EvApiClient::status(c),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        let root = std::fs::canonicalize(self.root(true)).ok()?;
+        let store = status
+            .stores
+            .iter()
+            .find(|s| std::path::Path::new(&s.root) == root)?;
+        let busy = store.busy.as_ref()?;
+        Some(format!(
+            "evctl: waiting for evd: the store's thread has been at {} for {:.0} s{}",
+            busy.what,
+            busy.running_ms as f64 / 1000.0,
+            if busy.stuck {
+                " (past its deadline: it is stuck)"
+            } else {
+                ""
+            }
+        ))
     }
 
     /// A read: the daemon's answer, or the same engine in-process when it cannot be reached.

@@ -198,3 +198,29 @@ fn a_long_backfill_is_not_cut_off_by_the_deadline() {
     assert!(!s.stdout.contains("STUCK"), "{}", s.stdout);
     w.stop_daemon();
 }
+
+/// A request kept waiting by its store's thread says so on a terminal, every few seconds, with
+/// what the thread is at; into a pipe (a script, a test) nothing is added.
+#[test]
+fn a_slow_answer_says_what_it_waits_for_on_a_terminal() {
+    let w = World::with_env(&[("FAILPOINTS", "ev.check=sleep(4000)")]);
+    let r = store(&w);
+    let piped = run(&w, r.path(), &["check"]);
+    assert!(!piped.stderr.contains("waiting for evd"), "{piped:?}");
+    // On a terminal (a pseudo-terminal `script` gives it), the wait is named.
+    let evctl = evd_e2e::bin("evctl");
+    let out = w
+        .command("script")
+        .current_dir(r.path())
+        .args(["-q", "-e", "-c"])
+        .arg(format!("'{}' check", evctl.display()))
+        .arg("/dev/null")
+        .output()
+        .expect("script");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("evctl: waiting for evd: the store's thread has been at ev.check for"),
+        "{said}"
+    );
+    assert!(out.status.success(), "the check still answers: {said}");
+}

@@ -188,7 +188,7 @@ fn actor_loop(
             None => loop {
                 match store.idle_work_at() {
                     Some(due) if due <= Instant::now() => {
-                        at(Some("idle work (the journal, remembered answers)"));
+                        at(Some("writing its journal to the ledger (and what it keeps for the next start)"));
                         let started = Instant::now();
                         store.on_idle();
                         tracing::debug!(
