@@ -140,6 +140,8 @@ struct CheckImage {
 pub(super) struct ImagesJob {
     build: Arc<str>,
     results: std::path::PathBuf,
+    /// `results/tmp`, where the images are made before they are renamed into place.
+    tmp: std::path::PathBuf,
     /// The parsed ticks, when their image is to be written again.
     tick_image: Option<crate::store::TickImage>,
     /// The checksum of the tick image on disk, when it is not.
@@ -156,14 +158,14 @@ impl ImagesJob {
         if let Some(t) = &self.tick_image {
             let image = t.encode(Some(&self.build));
             let path = self.results.join(crate::store::TICK_IMAGE);
-            tick_sum = crate::sys::fsio::replace_unsynced(&path, &image)
+            tick_sum = crate::sys::fsio::replace_via_unsynced(&self.tmp, &path, &image)
                 .ok()
                 .and_then(|()| crate::engine::codec::image_sum(&image));
         }
         let wrote_check = match (&self.check, tick_sum) {
             (Some(c), Some(sum)) => c.encode(&self.build, sum, &self.results).and_then(|image| {
                 let pending = self.results.join(CHECK_IMAGE_PENDING);
-                crate::sys::fsio::replace_unsynced(&pending, &image)
+                crate::sys::fsio::replace_via_unsynced(&self.tmp, &pending, &image)
                     .ok()
                     .map(|()| c.generations)
             }),
@@ -307,8 +309,10 @@ impl OpenStore {
             .then(|| self.store.tick_image())
             .flatten();
         let check = self.check_image_input();
+        let tmp = self.store.tmp_dir().ok()?;
         (tick_image.is_some() || check.is_some()).then(|| ImagesJob {
             build,
+            tmp,
             results: self.results_dir(),
             tick_image,
             tick_sum: self.images.tick_sum,

@@ -142,6 +142,16 @@ pub fn replace_atomically(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Resu
     replace_atomically_mode(tmp_dir, dest, bytes, None)
 }
 
+/// [`replace_unsynced`] with the temp file made in `tmp_dir` (a store's `results/tmp`, which
+/// the store's next owner clears): a writer killed mid-way leaves no temp beside `dest`. For
+/// large caches a crash may lose but never tear.
+pub fn replace_via_unsynced(tmp_dir: &Path, dest: &Path, bytes: &[u8]) -> io::Result<()> {
+    match beneath::store_root_of(dest) {
+        Some(root) => beneath::Root::new(root).replace_via(tmp_dir, dest, bytes, None, false),
+        None => replace_unsynced(dest, bytes),
+    }
+}
+
 /// [`replace_atomically`], the new file getting exactly `mode` (umask aside; `None`: 0644 under
 /// the umask) before it is renamed into place: an executable script is never seen without its
 /// executable bit, not even after a crash.
