@@ -163,6 +163,8 @@ impl TickCache {
         self.files.clear();
         self.stamp = None;
         self.watch = None;
+        self.image_taken = false;
+        self.image_view = None;
         self.image_generation = None;
     }
 
