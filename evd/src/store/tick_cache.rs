@@ -298,13 +298,8 @@ impl TickCache {
             }
         }
         if let Some(h) = &handle {
-            let same = crate::sys::par::map(&known_files, 2048, |(name, _, c)| {
-                matches!(
-                    h.stat(std::ffi::OsStr::new(name)),
-                    Ok(Some(st)) if st.kind == crate::sys::beneath::Kind::File
-                        && Stamp::of_stat(&st) == c.stamp
-                )
-            });
+            let same =
+                crate::sys::par::map(&known_files, 2048, |(name, _, c)| unchanged(h, name, c));
             for ((name, path, c), same) in known_files.into_iter().zip(same) {
                 if same {
                     next.insert(name.into(), c);
@@ -423,12 +418,7 @@ impl TickCache {
         }
         let entries: Vec<(&Arc<str>, &Cached)> = self.files.iter().collect();
         crate::sys::par::map(&entries, 2048, |(name, c)| {
-            !is_suspect(c)
-                && matches!(
-                    handle.stat(std::ffi::OsStr::new(&***name)),
-                    Ok(Some(st)) if st.kind == crate::sys::beneath::Kind::File
-                        && Stamp::of_stat(&st) == c.stamp
-                )
+            !is_suspect(c) && unchanged(&handle, name, c)
         })
         .into_iter()
         .all(|same| same)
@@ -833,6 +823,15 @@ fn read_image(image: &[u8]) -> Option<Image> {
         files.extend(chunk?);
     }
     Some((files, view))
+}
+
+/// Whether the file `name` in the directory `dir` is still the regular file `c` was read from
+/// (the same stamp, looked at through the handle).
+fn unchanged(dir: &Dir, name: &str, c: &Cached) -> bool {
+    matches!(
+        dir.stat(std::ffi::OsStr::new(name)),
+        Ok(Some(st)) if st.kind == crate::sys::beneath::Kind::File && Stamp::of_stat(&st) == c.stamp
+    )
 }
 
 fn is_suspect(c: &Cached) -> bool {
