@@ -958,18 +958,22 @@ mod tests {
                 &text.replace(r#""status":"live""#, &format!(r#""status":"live",{extra}"#)),
             )
             .expect("a tick");
-            let mut texts = ImageTexts::default();
-            let mut body = Writer::new();
-            PackedTick::pack(&rare).encode(&mut body, &mut texts);
-            let mut w = Writer::new();
-            texts.encode(&mut w);
-            let table = w.finish();
-            let numbers =
-                ImageTexts::decode(&mut Reader::checked(&table).expect("table")).expect("texts");
-            let body = body.finish();
-            let back = PackedTick::decode(&mut Reader::checked(&body).expect("body"), &numbers);
-            assert_eq!(back.map(|b| b.tick()), Some(rare), "{extra}");
+            assert_eq!(round_trip(&rare), Some(rare), "{extra}");
         }
+    }
+
+    /// `t` packed, written into an image with its own table of texts, and read back.
+    fn round_trip(t: &Tick) -> Option<Tick> {
+        use crate::engine::codec::{Reader, Writer};
+        let mut texts = ImageTexts::default();
+        let mut body = Writer::new();
+        PackedTick::pack(t).encode(&mut body, &mut texts);
+        let mut w = Writer::new();
+        texts.encode(&mut w);
+        let table = w.finish();
+        let numbers = ImageTexts::decode(&mut Reader::checked(&table)?)?;
+        let body = body.finish();
+        PackedTick::decode(&mut Reader::checked(&body)?, &numbers).map(|p| p.tick())
     }
 
     #[test]

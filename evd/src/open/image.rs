@@ -96,6 +96,15 @@ fn receipt_stamps(results: &Path, now_ns: Option<i64>) -> Option<Vec<(String, Fi
         .collect()
 }
 
+/// The stamp of each part's state file, in part order.
+fn state_stamps(results: &Path, parts: &[Arc<TickPart>]) -> Vec<Option<FileStamp>> {
+    let names: Vec<String> = parts
+        .iter()
+        .map(|p| format!("{}.json", p.tick.id()))
+        .collect();
+    stamps_in(&results.join("state"), &names)
+}
+
 fn write_stamp(w: &mut Writer, (ctime, mtime, len, ino): FileStamp) {
     w.i64(ctime);
     w.i64(mtime);
@@ -188,13 +197,7 @@ impl CheckImage {
     fn encode(&self, build: &str, tick_sum: u64, results: &Path) -> Option<Vec<u8>> {
         let receipts = receipt_stamps(results, Some(now_ns()))?;
         // Each part's state file as this evaluation left it.
-        let names: Vec<String> = self
-            .eval
-            .parts
-            .iter()
-            .map(|p| format!("{}.json", p.tick.id()))
-            .collect();
-        let states = stamps_in(&results.join("state"), &names)
+        let states = state_stamps(results, &self.eval.parts)
             .into_iter()
             .collect::<Option<Vec<_>>>()?;
         let mut w = Writer::new();
@@ -441,11 +444,7 @@ impl OpenStore {
         if !r.at_end() {
             return None;
         }
-        let names: Vec<String> = parts
-            .iter()
-            .map(|p| format!("{}.json", p.tick.id()))
-            .collect();
-        let now_stamps = stamps_in(&results.join("state"), &names);
+        let now_stamps = state_stamps(&results, &parts);
         if left.iter().zip(&now_stamps).any(|(l, n)| Some(*l) != *n) {
             return None;
         }
