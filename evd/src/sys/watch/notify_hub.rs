@@ -783,6 +783,17 @@ mod tests {
         Changes::Names(std::iter::once(name.to_string()).collect())
     }
 
+    /// Whether `c` tells of `name`: named, or everything to be looked at again. A name an
+    /// earlier drain already gave may come again (an event of that write the kernel queued
+    /// late): saying too much is safe, never saying is not.
+    fn names(c: &Changes, name: &str) -> bool {
+        match c {
+            Changes::Names(n) => n.contains(name),
+            Changes::Rescan => true,
+            Changes::Quiet => false,
+        }
+    }
+
     #[test]
     fn the_fence_never_reports_quiet_after_a_write() {
         // Each write finishes before the drain begins, so each drain must name it, however
@@ -796,7 +807,11 @@ mod tests {
                     let mut w = DirWatch::new(&dir).expect("watch");
                     for i in 0..300 {
                         std::fs::write(dir.join(format!("{i}")), "x").expect("write");
-                        assert_eq!(w.drain(), one(&i.to_string()), "thread {t}, write {i}");
+                        let got = w.drain();
+                        assert!(
+                            names(&got, &i.to_string()),
+                            "thread {t}, write {i}: {got:?}"
+                        );
                     }
                 })
             })
@@ -805,7 +820,8 @@ mod tests {
         let started = Instant::now();
         for i in 0..1000 {
             std::fs::write(d.path().join("f"), i.to_string()).expect("write");
-            assert_eq!(w.drain(), one("f"), "write {i}");
+            let got = w.drain();
+            assert!(names(&got, "f"), "write {i}: {got:?}");
         }
         let each = started.elapsed() / 1000;
         for t in others {
