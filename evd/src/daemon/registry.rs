@@ -217,6 +217,9 @@ fn actor_loop(
                 let _one_request = crate::sys::watch::RequestScope::begin();
                 at(Some(what));
                 job(&mut store);
+                // The answer is on its way: what the request left for after it, before anything
+                // else is served.
+                store.finish_answered();
                 at(None);
             }
             Msg::Changes(mut c) => {
@@ -244,6 +247,7 @@ fn actor_loop(
                     }
                 }
                 on_changes(&mut store, &c);
+                store.finish_answered();
                 at(None);
                 if c.rescan {
                     let _ = push.send(WatchEvent::Resync {

@@ -8,11 +8,13 @@
 //! An image is a cache, never a source of truth. The evaluation image is taken back only when
 //! every input is provably the one it was made from: the same evd build; every tick file found
 //! with the stamp the tick image recorded (and that very tick image); the same receipt files
-//! with the same stamps; every state file as that evaluation left it; the same evidence states; the same
-//! HEAD, work-tree changes, staleness reference, selected-list and policy, established afresh;
-//! and the clock before its expiry. Anything else, or an image that does not read, and the
-//! check evaluates as it always did. Only the daemon keeps images (an in-process run would pay
-//! for writing one on every call).
+//! with the same stamps; the same evidence states; the same HEAD, work-tree changes, staleness
+//! reference, selected-list and policy, established afresh; and the clock before its expiry.
+//! Anything else, or an image that does not read, and the check evaluates as it always did.
+//! The state files that evaluation wrote are its output, not its input: they are compared with
+//! their recorded stamps right after the first answer ([`OpenStore::state_files_as_left`]), and
+//! any difference has the store evaluate afresh, which puts them back. Only the daemon keeps
+//! images (an in-process run would pay for writing one on every call).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -43,6 +45,14 @@ const RACY_NS: i64 = 2_000_000_000;
 /// The stamp of a file as an image keeps it: (ctime ns, mtime ns, length, inode).
 type FileStamp = (i64, i64, u64, u64);
 
+/// Every receipt file with its stamp, by name (see [`receipt_stamps`]).
+pub type ReceiptStamps = Vec<(String, FileStamp)>;
+
+/// The stamps of the state files an imaged evaluation left, in part order (see
+/// [`OpenStore::state_files_as_left`]).
+#[derive(Debug)]
+pub struct StateStamps(Vec<FileStamp>);
+
 /// The stamp of a regular file as a directory handle's `stat` saw it.
 fn stamp_of(st: &crate::sys::beneath::Stat) -> Option<FileStamp> {
     (st.kind == crate::sys::beneath::Kind::File).then(|| {
@@ -69,7 +79,7 @@ fn stamps_in(dir: &Path, names: &[String]) -> Vec<Option<FileStamp>> {
 /// Every `results/receipts/*.jsonl` with its stamp, by name; `None` when any of them is not a
 /// regular file or changed too recently to trust its stamp (`now_ns`), or `receipts/` is no
 /// plain directory.
-fn receipt_stamps(results: &Path, now_ns: Option<i64>) -> Option<Vec<(String, FileStamp)>> {
+fn receipt_stamps(results: &Path, now_ns: Option<i64>) -> Option<ReceiptStamps> {
     let dir = results.join("receipts");
     let handle = match crate::sys::beneath::root_of(&dir).dir(&dir) {
         Ok(h) => h,
@@ -385,6 +395,28 @@ impl OpenStore {
         }
     }
 
+    /// When the store is about to be opened with an evaluation image to take back: watch
+    /// `results/receipts/`, then stamp every receipt file on a thread of its own while the
+    /// tick image is decoded. Watched first: a receipt written after its file was stamped is
+    /// seen by the next request, never missed.
+    pub(super) fn look_ahead(&mut self) {
+        if self.images.build.is_none() || self.images.taken || self.images.receipts_ahead.is_some()
+        {
+            return;
+        }
+        let results = self.results_dir();
+        if !std::fs::symlink_metadata(results.join(CHECK_IMAGE)).is_ok_and(|m| m.is_file()) {
+            return;
+        }
+        self.receipts.sync();
+        let generation = self.receipts.generation();
+        self.images.receipts_ahead = std::thread::Builder::new()
+            .name("evd-receipts-ahead".into())
+            .spawn(move || receipt_stamps(&results, None))
+            .ok()
+            .map(|h| (generation, h));
+    }
+
     /// The parts of the evaluation image, once per opened store, when everything it was made
     /// from is provably unchanged and its facts answer `basis` at `now` (see the module docs);
     /// the state files it relies on are then known written. `None` otherwise.
@@ -392,7 +424,7 @@ impl OpenStore {
         &mut self,
         basis: &Basis,
         now: time::OffsetDateTime,
-    ) -> Option<Vec<Arc<TickPart>>> {
+    ) -> Option<(Vec<Arc<TickPart>>, StateStamps)> {
         if std::mem::replace(&mut self.images.taken, true) {
             return None;
         }
@@ -416,7 +448,15 @@ impl OpenStore {
         for _ in 0..n {
             receipts.push((r.str()?.to_string(), read_stamp(&mut r)?));
         }
-        if receipt_stamps(&results, None)? != receipts {
+        // Stamped ahead, and no receipt changed since they were watched: those stamps are
+        // the files' now.
+        let now_receipts = match self.images.receipts_ahead.take() {
+            Some((generation, h)) if generation == self.receipts.generation() => {
+                h.join().ok().flatten()
+            }
+            _ => receipt_stamps(&results, None),
+        };
+        if now_receipts? != receipts {
             return None;
         }
         let n = r.count(12)?;
@@ -436,27 +476,38 @@ impl OpenStore {
         if !facts.answer(basis, now) {
             return None;
         }
-        // Every state file as the evaluation left it (the digests of what they say are the
-        // parts' own), looked at now.
+        // The stamp of every state file as the evaluation left it (the digests of what they
+        // say are the parts' own), looked at after the answer (see `state_files_as_left`).
         let left: Vec<FileStamp> = (0..parts.len())
             .map(|_| read_stamp(&mut r))
             .collect::<Option<_>>()?;
         if !r.at_end() {
             return None;
         }
-        let now_stamps = state_stamps(&results, &parts);
-        if left.iter().zip(&now_stamps).any(|(l, n)| Some(*l) != *n) {
-            return None;
-        }
-        for p in &parts {
-            self.state_written.insert(p.tick.id(), p.state_digest);
-        }
         // The ledger still holds, unchanged, what it held when every receipt was in it: the
         // first check's record need not read them again.
         if in_ledger.is_some_and(|(offset, hash)| self.ledger.holds_mark(offset, &hash)) {
             self.captured_receipts = Some(self.receipts.generation());
         }
-        Some(parts)
+        Some((parts, StateStamps(left)))
+    }
+
+    /// Whether every state file of `parts` (an evaluation taken back from the image) is still
+    /// as that evaluation left it, by the stamps the image recorded; then this store knows what
+    /// each says. State files are what a check writes, never what it reads: this is looked at
+    /// after the first answer, and when it does not hold the caller evaluates afresh, which
+    /// rewrites whichever differ.
+    pub fn state_files_as_left(&mut self, parts: &[Arc<TickPart>], left: StateStamps) -> bool {
+        let results = self.results_dir();
+        let now = state_stamps(&results, parts);
+        if left.0.iter().zip(&now).any(|(l, n)| Some(*l) != *n) {
+            return false;
+        }
+        self.state_written.reserve(parts.len());
+        for p in parts {
+            self.state_written.insert(p.tick.id(), p.state_digest);
+        }
+        true
     }
 
     /// The evaluation numbered `serial` was taken back from the images: they hold it already.

@@ -54,6 +54,23 @@ pub struct Images {
     answered: bool,
     /// The images being written, off the store's thread; the tick image's checksum when done.
     writing: Option<std::thread::JoinHandle<Written>>,
+    /// The receipt files' stamps, taken on a thread of their own while the store is opened
+    /// (see [`OpenStore::look_ahead`]), with the receipts' generation once they were watched.
+    receipts_ahead: Option<(u64, std::thread::JoinHandle<Option<image::ReceiptStamps>>)>,
+}
+
+/// Bookkeeping a request leaves for right after its answer has gone (see
+/// [`OpenStore::after_answer`]).
+#[derive(Default)]
+pub struct AfterAnswer(Vec<Work>);
+
+/// One piece of work left for after an answer.
+type Work = Box<dyn FnOnce(&mut OpenStore) + Send>;
+
+impl std::fmt::Debug for AfterAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AfterAnswer({} waiting)", self.0.len())
+    }
 }
 
 /// The store on disk and what evd keeps hot about it.
@@ -146,6 +163,8 @@ pub struct OpenStore {
     pub list_answer: Option<(u64, crate::sys::answers::AnswerFile)>,
     /// What this store keeps for the next daemon (see [`image`]).
     images: Images,
+    /// What requests left for right after their answers.
+    after: AfterAnswer,
 }
 
 impl Deref for OpenStore {
@@ -163,6 +182,7 @@ impl DerefMut for OpenStore {
 
 impl Drop for OpenStore {
     fn drop(&mut self) {
+        self.finish_answered();
         // Still holding the lock here: the store (and its lock) drops after this.
         if self.journal_started || !self.journal.is_empty() || !self.checks.is_empty() {
             self.journal("daemon_stopped", serde_json::Map::new());
@@ -221,12 +241,33 @@ impl OpenStore {
             verify_memo: Default::default(),
             list_answer: None,
             images: Default::default(),
+            after: Default::default(),
+        }
+    }
+
+    /// Leave `work` for right after the answer of the request under way: the store's thread
+    /// runs it ([`OpenStore::finish_answered`]) once that answer has been handed over and
+    /// before it serves anything else; an in-process run, before the store is let go. Only for
+    /// bookkeeping that cannot change the answer.
+    pub fn after_answer(&mut self, work: impl FnOnce(&mut OpenStore) + Send + 'static) {
+        self.after.0.push(Box::new(work));
+    }
+
+    /// Run the work requests left for after their answers, in the order it was left.
+    pub fn finish_answered(&mut self) {
+        while !self.after.0.is_empty() {
+            for work in std::mem::take(&mut self.after.0) {
+                work(self);
+            }
         }
     }
 
     /// [`Store::acquire`], and when it found the lock gone and opened the store afresh, what
     /// was kept about the old one is dropped with it.
     pub fn acquire(&mut self, kind: &str) -> Result<(), Refusal> {
+        if !self.store.is_locked() {
+            self.look_ahead();
+        }
         let r = self.store.acquire(kind);
         if self.store.lock_losses() != self.lock_losses {
             self.lock_losses = self.store.lock_losses();

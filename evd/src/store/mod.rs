@@ -242,6 +242,9 @@ impl Store {
             return;
         }
         let path = self.results_dir().join(TICK_IMAGE);
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            self.cache.look_ahead();
+        }
         match fsio::read_limited(&path, IMAGE_LIMIT) {
             Ok(bytes) => {
                 let taken = self.cache.take_image(&bytes, self.image_build.as_deref());

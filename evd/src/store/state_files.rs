@@ -39,6 +39,11 @@ impl StateWritten {
         }
     }
 
+    /// Room for `more` entries.
+    pub fn reserve(&mut self, more: usize) {
+        self.0.reserve(more);
+    }
+
     pub fn remove(&mut self, id: &str) {
         if let Some(k) = Self::key(id) {
             self.0.remove(&k);

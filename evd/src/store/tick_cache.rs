@@ -136,7 +136,13 @@ pub struct TickCache {
     /// The generation at which the cache held exactly the image taken back (its first scan
     /// read no file and found none gone).
     image_generation: Option<u64>,
+    /// `ticks/` listed and stamped on a thread of its own while the image is decoded (see
+    /// [`TickCache::look_ahead`]), for the first scan.
+    ahead: Option<std::thread::JoinHandle<Option<Listing>>>,
 }
+
+/// Every name in `ticks/`, sorted by its bytes, with its stamp when it is a regular file.
+type Listing = Vec<(std::ffi::OsString, Option<Stamp>)>;
 
 impl TickCache {
     /// An empty cache of `dir` (nothing read yet).
@@ -154,6 +160,7 @@ impl TickCache {
             image_view: None,
             image_whole: false,
             image_generation: None,
+            ahead: None,
         }
     }
 
@@ -166,6 +173,34 @@ impl TickCache {
         self.image_taken = false;
         self.image_view = None;
         self.image_generation = None;
+        self.ahead = None;
+    }
+
+    /// Before an image is taken back: watch `ticks/`, then list it and stamp every file on a
+    /// thread of its own, so that the first scan finds the work done while the image was being
+    /// decoded. Watched first: a change made after a file was stamped is queued, never missed.
+    /// Does nothing once the cache has read `ticks/`.
+    pub fn look_ahead(&mut self) {
+        if self.stamp.is_some() || !self.files.is_empty() || self.ahead.is_some() {
+            return;
+        }
+        if self.watch.is_none() {
+            match DirWatch::new(&self.dir) {
+                Ok(w) => {
+                    self.watch = Some(w);
+                    self.watch_error = None;
+                }
+                Err(e) => {
+                    self.watch_error = Some(e.0);
+                    return;
+                }
+            }
+        }
+        let dir = self.dir.clone();
+        self.ahead = std::thread::Builder::new()
+            .name("evd-ticks-ahead".into())
+            .spawn(move || listing(&dir))
+            .ok();
     }
 
     fn dir_stamp(&self) -> Option<Stamp> {
@@ -252,6 +287,8 @@ impl TickCache {
             self.stamp = stamp;
             return Ok(());
         }
+        // Looked ahead for an image that was not taken back: the scan below looks itself.
+        self.ahead = None;
         let mut next = BTreeMap::new();
         // Whether anything differs from the cache (a first scan always does).
         let mut changed = self.stamp.is_none();
@@ -399,29 +436,22 @@ impl TickCache {
     /// the image has, each with the very stamp it recorded: then the cache is the image, found
     /// with one directory listing and a `stat` per file (on a few threads) and no other work.
     /// `false` (nothing changed) when anything differs: the general scan sorts it out.
-    fn adopt_image(&self, dir: &Path) -> bool {
-        let Ok(handle) = crate::sys::beneath::root_of(dir).dir(dir) else {
+    fn adopt_image(&mut self, dir: &Path) -> bool {
+        let listed = match self.ahead.take() {
+            Some(h) => h.join().ok().flatten(),
+            None => listing(dir),
+        };
+        let Some(listed) = listed else {
             return false;
         };
-        let Ok(mut names) = handle.names() else {
-            return false;
-        };
-        // The same names: both sorted (the cache's by its keys' bytes), compared in step.
-        names.sort_unstable();
-        if names.len() != self.files.len()
-            || !names
-                .iter()
-                .zip(self.files.keys())
-                .all(|(n, k)| n.as_encoded_bytes() == k.as_bytes())
-        {
-            return false;
-        }
-        let entries: Vec<(&Arc<str>, &Cached)> = self.files.iter().collect();
-        crate::sys::par::map(&entries, 2048, |(name, c)| {
-            !is_suspect(c) && unchanged(&handle, name, c)
-        })
-        .into_iter()
-        .all(|same| same)
+        // The same names, both sorted by their bytes, and each file with the very same stamp.
+        listed.len() == self.files.len()
+            && listed.iter().zip(&self.files).all(|((n, stamp), (k, c))| {
+                n.as_encoded_bytes() == k.as_bytes()
+                    && stamp.is_some()
+                    && *stamp == c.stamp
+                    && !is_suspect(c)
+            })
     }
 
     /// Re-read one entry inotify named (whatever its stamp says: it changed).
@@ -823,6 +853,19 @@ fn read_image(image: &[u8]) -> Option<Image> {
         files.extend(chunk?);
     }
     Some((files, view))
+}
+
+/// Every name in `dir` sorted by its bytes, each with its stamp when it is a regular file
+/// (looked at through one handle, on a few threads); `None` when `dir` cannot be listed.
+fn listing(dir: &Path) -> Option<Listing> {
+    let handle = crate::sys::beneath::root_of(dir).dir(dir).ok()?;
+    let mut names = handle.names().ok()?;
+    names.sort_unstable();
+    let stamps = crate::sys::par::map(&names, 2048, |name| match handle.stat(name) {
+        Ok(Some(st)) if st.kind == crate::sys::beneath::Kind::File => Stamp::of_stat(&st),
+        _ => None,
+    });
+    Some(names.into_iter().zip(stamps).collect())
 }
 
 /// Whether the file `name` in the directory `dir` is still the regular file `c` was read from

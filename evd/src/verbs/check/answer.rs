@@ -47,10 +47,20 @@ pub fn check(store: &mut OpenStore, req: &CheckRequest) -> Result<CheckResult, R
         p.insert("attest".into(), a.clone().into());
     }
     p.insert("wall_ms".into(), wall_ms.into());
-    let pending = crate::open::replay_record::capture(store, &e, p);
-    store.journal_check(pending);
+    let (eval, policy, reference, warnings) = (
+        Arc::clone(&e.eval),
+        e.policy.clone(),
+        e.basis.reference.clone(),
+        e.warnings.clone(),
+    );
+    // What a replay needs of this check is taken once the answer has gone (nothing else runs
+    // on the store in between, so it is taken from the very same state).
+    store.after_answer(move |store| {
+        let pending = crate::open::replay_record::capture(store, &e, p);
+        store.journal_check(pending);
+    });
     let evidence = crate::ledger::evidence::drifted_rows(&mut store.store, &mut store.evidence)?;
-    let mut out = answer(&e.eval, req, e.policy, e.basis.reference, e.warnings);
+    let mut out = answer(&eval, req, policy, reference, warnings);
     out.gating |= evidence.iter().any(|r| r.gating);
     out.evidence = evidence;
     Ok(out)

@@ -75,18 +75,36 @@ pub(super) fn basis(
     config: &crate::store::config::Config,
     reference: Option<String>,
 ) -> Result<Basis, Refusal> {
+    let t0 = std::time::Instant::now();
     store.refresh()?;
+    let t1 = t0.elapsed();
     store.receipts.sync();
+    let t2 = t0.elapsed();
     if store.results_dir().join("state").is_dir() {
         store.state_watch.ensure(&mut store.state_written);
     }
     let state = store.state_watch.sync(&mut store.state_written);
+    let t3 = t0.elapsed();
     let root = store.root().to_path_buf();
     let head = git_head(&mut store.git, &root);
+    let t4 = t0.elapsed();
     let guarded = store.guarded_paths()?;
+    let t5 = t0.elapsed();
     let uncommitted = store.uncommitted_and_ranges(head.as_deref(), &guarded);
+    let t6 = t0.elapsed();
     let (evidence, changes) = crate::ledger::evidence::sync(&mut store.store, &mut store.evidence)?;
     store.note_changes(changes);
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    tracing::debug!(
+        ticks = ms(t1),
+        receipts = ms(t2),
+        state = ms(t3),
+        head = ms(t4),
+        guarded = ms(t5),
+        uncommitted = ms(t6),
+        evidence = ms(t0.elapsed()),
+        "check basis (ms, cumulative)"
+    );
     Ok(Basis {
         offline,
         attest,

@@ -76,7 +76,7 @@ fn restored(
     now: time::OffsetDateTime,
 ) -> Option<Arc<Evaluation>> {
     let started = Instant::now();
-    let parts = store.take_check_image(basis, now)?;
+    let (parts, left) = store.take_check_image(basis, now)?;
     let mut e = Evaluation::new(
         parts,
         true,
@@ -85,10 +85,6 @@ fn restored(
         basis.head.clone(),
     );
     e.serial = store.next_evaluation_serial();
-    let all: Vec<&Arc<TickPart>> = e.parts.iter().collect();
-    let changes = store.update_verdicts(&all, false);
-    store.pending_changes.extend(changes);
-    store.fold_verdicts_from(e.serial);
     e.state_epoch = store.state_epoch;
     e.state = basis.state;
     e.evidence = basis.evidence;
@@ -99,7 +95,27 @@ fn restored(
         ms = started.elapsed().as_secs_f64() * 1e3,
         "check taken back from the image"
     );
-    Some(Arc::new(e))
+    let e = Arc::new(e);
+    // Nothing below can change the answer: it waits until the answer has gone.
+    let (taken, basis) = (Arc::clone(&e), basis.clone());
+    store.after_answer(move |store| {
+        // Its verdicts folded into the snapshot live pushes come from, as a fresh one's are.
+        let all: Vec<&Arc<TickPart>> = taken.parts.iter().collect();
+        let changes = store.update_verdicts(&all, false);
+        store.pending_changes.extend(changes);
+        store.fold_verdicts_from(taken.serial);
+        // Someone wrote a state file while no daemon held the store: evaluate afresh, as a
+        // first check without an image does, which puts back whichever differ.
+        if !store.state_files_as_left(&taken.parts, left) {
+            tracing::info!(store = %store.root().display(), "state files changed since the last daemon imaged its evaluation; evaluating afresh to put them back");
+            store.memos.clear();
+            let now = crate::engine::clock::now();
+            if let Ok(e) = evaluate(store, &basis, now, true, None) {
+                store.memos.put(basis, Arc::new(e));
+            }
+        }
+    });
+    Some(e)
 }
 
 /// How many of `e`'s parts it took over from `prior` (for the debug log).
