@@ -83,8 +83,17 @@ impl OpenStore {
         }
     }
 
+    /// The guarded paths known for tick generation `generation`, if any.
+    pub(super) fn guarded_as_of(&self, generation: u64) -> Option<Arc<Vec<String>>> {
+        match &self.guarded {
+            Some((g, paths)) if *g == generation => Some(Arc::clone(paths)),
+            _ => None,
+        }
+    }
+
     /// Every distinct `triggered_by` entry that [`crate::git::ranges::plain_paths`] accepts, over
-    /// the current view's live test grounds, sorted.
+    /// the current view's live test grounds, sorted (taken from the evaluation image while the
+    /// ticks are exactly those it was made with).
     pub fn guarded_paths(&mut self) -> Result<Arc<Vec<String>>, Refusal> {
         let view = self.current_shared()?;
         let generation = self.store.ticks_generation();
@@ -93,15 +102,30 @@ impl OpenStore {
                 return Ok(Arc::clone(paths));
             }
         }
-        let mut set = std::collections::BTreeSet::new();
-        for (_, t) in view.iter().filter(|(_, t)| t.status() == "live") {
-            for (_, _, triggers) in t.test_bindings() {
-                if triggers.iter().all(crate::git::ranges::plain_path) {
-                    set.extend(triggers.iter());
+        if let Some(paths) = self.imaged_guarded() {
+            let paths = Arc::new(paths);
+            self.guarded = Some((generation, Arc::clone(&paths)));
+            return Ok(paths);
+        }
+        // Collected on a few threads, hashed (most ticks name the same few paths), and sorted
+        // once at the end.
+        let chunks: Vec<&[(Arc<str>, Arc<crate::engine::packed::PackedTick>)]> =
+            view.chunks(8192).collect();
+        let found = crate::sys::par::map(&chunks, 2, |ticks| {
+            let mut set: rustc_hash::FxHashSet<&str> = Default::default();
+            for (_, t) in ticks.iter().filter(|(_, t)| t.status() == "live") {
+                for (_, _, triggers) in t.test_bindings() {
+                    if triggers.iter().all(crate::git::ranges::plain_path) {
+                        set.extend(triggers.iter());
+                    }
                 }
             }
-        }
-        let paths = Arc::new(set.into_iter().map(str::to_string).collect::<Vec<_>>());
+            set
+        });
+        let set: rustc_hash::FxHashSet<&str> = found.into_iter().flatten().collect();
+        let mut paths: Vec<String> = set.into_iter().map(str::to_string).collect();
+        paths.sort_unstable();
+        let paths = Arc::new(paths);
         self.guarded = Some((generation, Arc::clone(&paths)));
         Ok(paths)
     }

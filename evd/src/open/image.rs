@@ -31,7 +31,7 @@ pub const CHECK_IMAGE: &str = "evd-check.image";
 /// Where it is written first, until the store's thread has checked it (see
 /// [`OpenStore::commit_images`]).
 const CHECK_IMAGE_PENDING: &str = "evd-check.image.new";
-const MAGIC: &str = "evd check image 2";
+const MAGIC: &str = "evd check image 3";
 /// An evaluation image larger than this is not read.
 const LIMIT: u64 = 1 << 30;
 /// How long a change waits before the images are written (a burst of requests is imaged once).
@@ -52,6 +52,19 @@ pub type ReceiptStamps = Vec<(String, FileStamp)>;
 /// [`OpenStore::state_files_as_left`]).
 #[derive(Debug)]
 pub struct StateStamps(Vec<FileStamp>);
+
+/// The guarded paths an evaluation image holds: `Some(None)` when it holds none, `None` when
+/// it does not read.
+fn read_guarded(r: &mut Reader<'_>) -> Option<Option<Vec<String>>> {
+    if !r.bool()? {
+        return Some(None);
+    }
+    let n = r.count(4)?;
+    let paths = (0..n)
+        .map(|_| r.str().map(str::to_string))
+        .collect::<Option<Vec<_>>>()?;
+    Some(Some(paths))
+}
 
 /// The stamp of a regular file as a directory handle's `stat` saw it.
 fn stamp_of(st: &crate::sys::beneath::Stat) -> Option<FileStamp> {
@@ -152,6 +165,9 @@ struct CheckImage {
     mark: Option<(u64, String)>,
     /// The receipt and state-file generations the evaluation read.
     generations: (u64, u64),
+    /// The paths the view's test grounds guard (see [`OpenStore::guarded_paths`]), when known
+    /// for the view the evaluation read.
+    guarded: Option<Arc<Vec<String>>>,
 }
 
 /// One writing of a store's images, everything in it taken already: it reads nothing of the
@@ -214,6 +230,14 @@ impl CheckImage {
         w.str(MAGIC);
         w.str(build);
         w.u64(tick_sum);
+        // What the view guards, first: a restart asks git about them before anything else.
+        w.bool(self.guarded.is_some());
+        if let Some(paths) = &self.guarded {
+            w.u32(u32::try_from(paths.len()).unwrap_or(u32::MAX));
+            for p in paths.iter() {
+                w.str(p);
+            }
+        }
         w.u32(u32::try_from(receipts.len()).unwrap_or(u32::MAX));
         for (name, stamp) in &receipts {
             w.str(name);
@@ -366,7 +390,9 @@ impl OpenStore {
             && self.journal.is_empty()
             && self.checks.is_empty();
         let mark = in_ledger.then(|| self.ledger.tail_mark()).flatten();
+        let guarded = self.guarded_as_of(e.ticks);
         Some(CheckImage {
+            guarded,
             generations: (e.receipts, state),
             basis,
             eval: e,
@@ -417,6 +443,37 @@ impl OpenStore {
             .map(|h| (generation, h));
     }
 
+    /// The paths the current view's test grounds guard, as the evaluation image holds them:
+    /// only while the tick cache is exactly the tick image that image was made with (same build,
+    /// same checksum, every tick file unchanged), whose view they were derived from. The image
+    /// is kept for [`OpenStore::take_check_image`], which reads it next.
+    pub(super) fn imaged_guarded(&mut self) -> Option<Vec<String>> {
+        let build = self.images.build.clone()?;
+        if self.images.taken
+            || self.store.tick_image_generation() != Some(self.store.ticks_generation())
+        {
+            return None;
+        }
+        let bytes = match self.images.check_bytes.take() {
+            Some(b) => b,
+            None => {
+                crate::sys::fsio::read_limited(&self.results_dir().join(CHECK_IMAGE), LIMIT).ok()?
+            }
+        };
+        let guarded = (|| {
+            let mut r = Reader::checked(&bytes)?;
+            if r.str()? != MAGIC
+                || r.str()? != &*build
+                || Some(r.u64()?) != self.store.tick_image_sum()
+            {
+                return None;
+            }
+            read_guarded(&mut r)?
+        })();
+        self.images.check_bytes = Some(bytes);
+        guarded
+    }
+
     /// The parts of the evaluation image, once per opened store, when everything it was made
     /// from is provably unchanged and its facts answer `basis` at `now` (see the module docs);
     /// the state files it relies on are then known written. `None` otherwise.
@@ -437,12 +494,16 @@ impl OpenStore {
             return None;
         }
         let results = self.results_dir();
-        let bytes = crate::sys::fsio::read_limited(&results.join(CHECK_IMAGE), LIMIT).ok()?;
+        let bytes = match self.images.check_bytes.take() {
+            Some(b) => b,
+            None => crate::sys::fsio::read_limited(&results.join(CHECK_IMAGE), LIMIT).ok()?,
+        };
         let mut r = Reader::checked(&bytes)?;
         if r.str()? != MAGIC || r.str()? != &*build || Some(r.u64()?) != self.store.tick_image_sum()
         {
             return None;
         }
+        read_guarded(&mut r)?;
         let n = r.count(36)?;
         let mut receipts = Vec::with_capacity(n);
         for _ in 0..n {

@@ -57,6 +57,9 @@ pub struct Images {
     /// The receipt files' stamps, taken on a thread of their own while the store is opened
     /// (see [`OpenStore::look_ahead`]), with the receipts' generation once they were watched.
     receipts_ahead: Option<(u64, std::thread::JoinHandle<Option<image::ReceiptStamps>>)>,
+    /// The evaluation image's bytes, read early for what it holds first (see
+    /// [`OpenStore::imaged_guarded`]).
+    check_bytes: Option<Vec<u8>>,
 }
 
 /// Bookkeeping a request leaves for right after its answer has gone (see
@@ -253,12 +256,33 @@ impl OpenStore {
         self.after.0.push(Box::new(work));
     }
 
-    /// Run the work requests left for after their answers, in the order it was left.
+    /// Run the work requests left for after their answers, in the order it was left. It runs
+    /// on a thread of lower priority while the store's thread waits for it: the answer's own
+    /// way to its client (encoding it, the client reading it) goes first on a busy machine.
     pub fn finish_answered(&mut self) {
-        while !self.after.0.is_empty() {
-            for work in std::mem::take(&mut self.after.0) {
-                work(self);
+        if self.after.0.is_empty() {
+            return;
+        }
+        let run = |store: &mut OpenStore| {
+            while !store.after.0.is_empty() {
+                for work in std::mem::take(&mut store.after.0) {
+                    work(store);
+                }
             }
+        };
+        let done = std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .name("evd-after-answer".into())
+                .spawn_scoped(s, || {
+                    crate::sys::process::lower_this_thread(5);
+                    run(&mut *self);
+                })
+                .ok()
+                .map(|h| h.join().is_ok())
+        });
+        // No thread to be had (or the work panicked): whatever is left runs here.
+        if done != Some(true) {
+            run(self);
         }
     }
 

@@ -13,6 +13,23 @@ pub fn detach_session() {
     unsafe { libc::setsid() };
 }
 
+/// Lower the calling thread's scheduling priority by `by` nice steps (Linux sets it per
+/// thread). It cannot be raised again without privileges: for threads that end with their work.
+pub fn lower_this_thread(by: i32) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: gettid and setpriority have no memory-safety preconditions; `which` is
+        // PRIO_PROCESS with this thread's id, which Linux takes as this one thread.
+        unsafe {
+            let tid = libc::gettid();
+            let now = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, (now + by).min(19));
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = by;
+}
+
 /// Kill (SIGKILL) every process of the group `pgid`.
 pub fn kill_group(pgid: i32) {
     if pgid > 0 {

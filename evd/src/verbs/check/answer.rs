@@ -15,47 +15,50 @@ use crate::memo::check::Evaluation;
 use crate::open::OpenStore;
 use crate::store::results::cached_origin;
 
-/// `check` (§10.1 steps 1, 2, 4–6): evaluate, record the events, answer the rows.
+/// `check` (§10.1 steps 1, 2, 4–6): evaluate, answer the rows, and once the answer has gone
+/// record the events.
 pub fn check(store: &mut OpenStore, req: &CheckRequest) -> Result<CheckResult, Refusal> {
     let started = Instant::now();
     let e = evaluated(store, req)?;
     let now = crate::engine::clock::now();
     let wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut run = Map::new();
-    run.insert("decisions".into(), e.eval.decisions().into());
-    run.insert("op".into(), "check-run".into());
-    run.insert("ts".into(), crate::engine::clock::format(now).into());
-    run.insert("wall_ms".into(), wall_ms.into());
-    let mut run = proto::json::compact(&Value::Object(run));
-    run.push('\n');
-    let mut templates = std::mem::take(&mut store.event_templates);
-    store.append_events_with(|sink| {
-        e.eval.write_event_lines(now, &mut templates, sink);
-        sink(&run);
-    });
-    store.event_templates = templates;
-    let mut p = Map::new();
-    p.insert("decisions".into(), e.eval.decisions().into());
-    p.insert("gating".into(), e.eval.gating.into());
-    p.insert(
-        "tally".into(),
-        serde_json::to_value(&e.eval.tally).unwrap_or(Value::Null),
-    );
-    p.insert("fingerprint".into(), e.eval.fingerprint().into());
-    p.insert("offline".into(), req.offline.into());
-    if let Some(a) = &req.attest {
-        p.insert("attest".into(), a.clone().into());
-    }
-    p.insert("wall_ms".into(), wall_ms.into());
     let (eval, policy, reference, warnings) = (
         Arc::clone(&e.eval),
         e.policy.clone(),
         e.basis.reference.clone(),
         e.warnings.clone(),
     );
-    // What a replay needs of this check is taken once the answer has gone (nothing else runs
-    // on the store in between, so it is taken from the very same state).
+    // The events this check records and what a replay needs of it are written once the answer
+    // has gone: they cannot change it, and nothing else runs on the store in between, so they
+    // are taken from the very same state.
+    let (offline, attest) = (req.offline, req.attest.clone());
     store.after_answer(move |store| {
+        let mut run = Map::new();
+        run.insert("decisions".into(), e.eval.decisions().into());
+        run.insert("op".into(), "check-run".into());
+        run.insert("ts".into(), crate::engine::clock::format(now).into());
+        run.insert("wall_ms".into(), wall_ms.into());
+        let mut run = proto::json::compact(&Value::Object(run));
+        run.push('\n');
+        let mut templates = std::mem::take(&mut store.event_templates);
+        store.append_events_with(|sink| {
+            e.eval.write_event_lines(now, &mut templates, sink);
+            sink(&run);
+        });
+        store.event_templates = templates;
+        let mut p = Map::new();
+        p.insert("decisions".into(), e.eval.decisions().into());
+        p.insert("gating".into(), e.eval.gating.into());
+        p.insert(
+            "tally".into(),
+            serde_json::to_value(&e.eval.tally).unwrap_or(Value::Null),
+        );
+        p.insert("fingerprint".into(), e.eval.fingerprint().into());
+        p.insert("offline".into(), offline.into());
+        if let Some(a) = attest {
+            p.insert("attest".into(), a.into());
+        }
+        p.insert("wall_ms".into(), wall_ms.into());
         let pending = crate::open::replay_record::capture(store, &e, p);
         store.journal_check(pending);
     });
