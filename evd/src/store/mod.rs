@@ -245,11 +245,20 @@ impl Store {
         if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
             self.cache.look_ahead();
         }
+        let started = std::time::Instant::now();
         match fsio::read_limited(&path, IMAGE_LIMIT) {
             Ok(bytes) => {
+                let read = started.elapsed();
                 let taken = self.cache.take_image(&bytes, self.image_build.as_deref());
                 self.ticks_from_image = taken;
-                tracing::debug!(store = %self.root.display(), taken, bytes = bytes.len(), "tick image taken back");
+                tracing::debug!(
+                    store = %self.root.display(),
+                    taken,
+                    bytes = bytes.len(),
+                    read_ms = read.as_secs_f64() * 1e3,
+                    decode_ms = (started.elapsed() - read).as_secs_f64() * 1e3,
+                    "tick image taken back"
+                );
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {

@@ -848,10 +848,12 @@ fn read_image(image: &[u8]) -> Option<Image> {
         }
         r.at_end().then_some(out)
     });
-    let mut files = BTreeMap::new();
+    let mut all = Vec::with_capacity(chunks.iter().map(|(n, _)| n).sum());
     for chunk in decoded {
-        files.extend(chunk?);
+        all.extend(chunk?);
     }
+    // Written in name order: the map is built from the sorted run in one pass.
+    let files: BTreeMap<_, _> = all.into_iter().collect();
     Some((files, view))
 }
 
