@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::engine::codec::{Reader, Writer};
 use crate::memo::check::{image as check_image, Basis, TickPart};
 
-use super::{OpenStore, Written};
+use super::{FileStamp, OpenStore, ReceiptStamps, Written};
 
 /// Where the image of the last plain evaluation is kept (host-local, like the rest of
 /// `results/`).
@@ -41,12 +41,6 @@ const POLL_WRITING: Duration = Duration::from_millis(50);
 /// A receipt file changed this recently may change again within its stamp's resolution: the
 /// evaluation is imaged later.
 const RACY_NS: i64 = 2_000_000_000;
-
-/// The stamp of a file as an image keeps it: (ctime ns, mtime ns, length, inode).
-type FileStamp = (i64, i64, u64, u64);
-
-/// Every receipt file with its stamp, by name (see [`receipt_stamps`]).
-pub type ReceiptStamps = Vec<(String, FileStamp)>;
 
 /// The stamps of the state files an imaged evaluation left, in part order (see
 /// [`OpenStore::state_files_as_left`]).

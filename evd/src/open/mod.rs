@@ -39,6 +39,12 @@ pub type VerdictSnapshot = std::collections::HashMap<Box<str>, Arc<crate::memo::
 /// against.
 type Written = (Option<u64>, Option<(u64, u64)>);
 
+/// The stamp of a file as an image keeps it: (ctime ns, mtime ns, length, inode).
+type FileStamp = (i64, i64, u64, u64);
+
+/// Every receipt file with its stamp, by name, as [`image`] takes them.
+type ReceiptStamps = Vec<(String, FileStamp)>;
+
 /// What is known of the images of one open store (see [`image`]).
 #[derive(Debug, Default)]
 pub struct Images {
@@ -56,7 +62,7 @@ pub struct Images {
     writing: Option<std::thread::JoinHandle<Written>>,
     /// The receipt files' stamps, taken on a thread of their own while the store is opened
     /// (see [`OpenStore::look_ahead`]), with the receipts' generation once they were watched.
-    receipts_ahead: Option<(u64, std::thread::JoinHandle<Option<image::ReceiptStamps>>)>,
+    receipts_ahead: Option<(u64, std::thread::JoinHandle<Option<ReceiptStamps>>)>,
     /// The evaluation image's bytes, read early for what it holds first (see
     /// [`OpenStore::imaged_guarded`]).
     check_bytes: Option<Vec<u8>>,
