@@ -168,6 +168,11 @@ impl<'a> Reader<'a> {
     pub fn at_end(&self) -> bool {
         self.at == self.buf.len()
     }
+
+    /// How far into its bytes this reader is (to go on from there with [`Reader::part`]).
+    pub fn offset(&self) -> usize {
+        self.at
+    }
 }
 
 /// The checksum an image ends with ([`Writer::finish`]): what names that very image.

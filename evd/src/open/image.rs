@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use crate::engine::codec::{Reader, Writer};
 use crate::memo::check::{image as check_image, Basis, TickPart};
 
-use super::{FileStamp, OpenStore, ReceiptStamps, Written};
+use super::{CheckAhead, FileStamp, OpenStore, ReceiptStamps, Written};
 
 /// Where the image of the last plain evaluation is kept (host-local, like the rest of
 /// `results/`).
@@ -439,47 +439,102 @@ impl OpenStore {
 
     /// The paths the current view's test grounds guard, as the evaluation image holds them:
     /// only while the tick cache is exactly the tick image that image was made with (same build,
-    /// same checksum, every tick file unchanged), whose view they were derived from. The image
-    /// is kept for [`OpenStore::take_check_image`], which reads it next.
+    /// same checksum, every tick file unchanged), whose view they were derived from.
     pub(super) fn imaged_guarded(&mut self) -> Option<Vec<String>> {
-        let build = self.images.build.clone()?;
-        if self.images.taken
-            || self.store.tick_image_generation() != Some(self.store.ticks_generation())
-        {
+        if self.store.tick_image_generation() != Some(self.store.ticks_generation()) {
             return None;
         }
-        let bytes = match self.images.check_bytes.take() {
-            Some(b) => b,
-            None => {
-                crate::sys::fsio::read_limited(&self.results_dir().join(CHECK_IMAGE), LIMIT).ok()?
-            }
+        self.images.ahead.as_mut()?.guarded.take()
+    }
+
+    /// Read the evaluation image, once, while the tick cache is exactly the tick image it was
+    /// made with, and decode its parts on a thread of their own while the check establishes
+    /// its basis (git's answers take a while): [`OpenStore::take_check_image`] finds them
+    /// decoded. Nothing read here is trusted before that function has compared it. For a plain
+    /// check only, right before its basis (whatever is read ahead is taken by that check).
+    pub fn check_image_ahead(&mut self) {
+        if self.images.ahead.is_some() || self.images.taken {
+            return;
+        }
+        let Some(build) = self.images.build.clone() else {
+            return;
         };
-        let guarded = (|| {
+        if self.store.tick_image_generation() != Some(self.store.ticks_generation()) {
+            return;
+        }
+        let Ok(bytes) =
+            crate::sys::fsio::read_limited(&self.results_dir().join(CHECK_IMAGE), LIMIT)
+        else {
+            return;
+        };
+        let Ok(view) = self.store.current_shared() else {
+            return;
+        };
+        let sum = self.store.tick_image_sum();
+        let header = (|| {
             let mut r = Reader::checked(&bytes)?;
-            if r.str()? != MAGIC
-                || r.str()? != &*build
-                || Some(r.u64()?) != self.store.tick_image_sum()
-            {
+            if r.str()? != MAGIC || r.str()? != &*build || Some(r.u64()?) != sum {
                 return None;
             }
-            read_guarded(&mut r)?
+            let guarded = read_guarded(&mut r)?;
+            let n = r.count(36)?;
+            let mut receipts = Vec::with_capacity(n);
+            for _ in 0..n {
+                receipts.push((r.str()?.to_string(), read_stamp(&mut r)?));
+            }
+            let n = r.count(12)?;
+            let mut cited = Vec::with_capacity(n);
+            for _ in 0..n {
+                cited.push((r.str()?.to_string(), r.u64()?));
+            }
+            let in_ledger = if r.bool()? {
+                Some((r.u64()?, r.str()?.to_string()))
+            } else {
+                None
+            };
+            Some((guarded, receipts, cited, in_ledger, r.offset()))
         })();
-        self.images.check_bytes = Some(bytes);
-        guarded
+        let Some((guarded, receipts, cited, in_ledger, offset)) = header else {
+            return;
+        };
+        let decoding = std::thread::Builder::new()
+            .name("evd-check-image".into())
+            .spawn(move || {
+                let body = bytes.get(..bytes.len().checked_sub(8)?)?.get(offset..)?;
+                let mut r = Reader::part(body);
+                let (facts, parts) = check_image::decode(&mut r, &view)?;
+                // The stamp of every state file as the evaluation left it (the digests of what
+                // they say are the parts' own).
+                let left: Vec<FileStamp> = (0..parts.len())
+                    .map(|_| read_stamp(&mut r))
+                    .collect::<Option<_>>()?;
+                r.at_end().then_some((facts, parts, left))
+            })
+            .ok();
+        self.images.ahead = Some(CheckAhead {
+            guarded,
+            receipts,
+            cited,
+            in_ledger,
+            decoding,
+        });
     }
 
     /// The parts of the evaluation image, once per opened store, when everything it was made
-    /// from is provably unchanged and its facts answer `basis` at `now` (see the module docs);
-    /// the state files it relies on are then known written. `None` otherwise.
+    /// from is provably unchanged and its facts answer `basis` at `now` (see the module docs),
+    /// with the stamps its state files had (looked at after the answer: see
+    /// [`OpenStore::state_files_as_left`]). `None` otherwise.
     pub fn take_check_image(
         &mut self,
         basis: &Basis,
         now: time::OffsetDateTime,
     ) -> Option<(Vec<Arc<TickPart>>, StateStamps)> {
+        self.check_image_ahead();
+        let ahead = self.images.ahead.take();
         if std::mem::replace(&mut self.images.taken, true) {
             return None;
         }
-        let build = self.images.build.clone()?;
+        let ahead = ahead?;
         let ticks = self.store.ticks_generation();
         if basis.attest.is_some()
             || basis.offline
@@ -488,21 +543,6 @@ impl OpenStore {
             return None;
         }
         let results = self.results_dir();
-        let bytes = match self.images.check_bytes.take() {
-            Some(b) => b,
-            None => crate::sys::fsio::read_limited(&results.join(CHECK_IMAGE), LIMIT).ok()?,
-        };
-        let mut r = Reader::checked(&bytes)?;
-        if r.str()? != MAGIC || r.str()? != &*build || Some(r.u64()?) != self.store.tick_image_sum()
-        {
-            return None;
-        }
-        read_guarded(&mut r)?;
-        let n = r.count(36)?;
-        let mut receipts = Vec::with_capacity(n);
-        for _ in 0..n {
-            receipts.push((r.str()?.to_string(), read_stamp(&mut r)?));
-        }
         // Stamped ahead, and no receipt changed since they were watched: those stamps are
         // the files' now.
         let now_receipts = match self.images.receipts_ahead.take() {
@@ -511,37 +551,25 @@ impl OpenStore {
             }
             _ => receipt_stamps(&results, None),
         };
-        if now_receipts? != receipts {
+        if now_receipts? != ahead.receipts {
             return None;
         }
-        let n = r.count(12)?;
-        for _ in 0..n {
-            let (id, digest) = (r.str()?, r.u64()?);
-            if self.evidence.of(id).map_or(0, |c| evidence_digest(&c)) != digest {
+        for (id, digest) in &ahead.cited {
+            if self.evidence.of(id).map_or(0, |c| evidence_digest(&c)) != *digest {
                 return None;
             }
         }
-        let in_ledger = if r.bool()? {
-            Some((r.u64()?, r.str()?.to_string()))
-        } else {
-            None
-        };
-        let view = self.store.current_shared().ok()?;
-        let (facts, parts) = check_image::decode(&mut r, &view)?;
-        if !facts.answer(basis, now) {
-            return None;
-        }
-        // The stamp of every state file as the evaluation left it (the digests of what they
-        // say are the parts' own), looked at after the answer (see `state_files_as_left`).
-        let left: Vec<FileStamp> = (0..parts.len())
-            .map(|_| read_stamp(&mut r))
-            .collect::<Option<_>>()?;
-        if !r.at_end() {
+        let (facts, parts, left) = ahead.decoding?.join().ok()??;
+        // Decoded for the view the tick cache held then, which must still be the current one.
+        if self.store.ticks_generation() != ticks || !facts.answer(basis, now) {
             return None;
         }
         // The ledger still holds, unchanged, what it held when every receipt was in it: the
         // first check's record need not read them again.
-        if in_ledger.is_some_and(|(offset, hash)| self.ledger.holds_mark(offset, &hash)) {
+        if ahead
+            .in_ledger
+            .is_some_and(|(offset, hash)| self.ledger.holds_mark(offset, &hash))
+        {
             self.captured_receipts = Some(self.receipts.generation());
         }
         Some((parts, StateStamps(left)))

@@ -45,6 +45,24 @@ type FileStamp = (i64, i64, u64, u64);
 /// Every receipt file with its stamp, by name, as [`image`] takes them.
 type ReceiptStamps = Vec<(String, FileStamp)>;
 
+/// The evaluation image read ahead (see [`OpenStore::check_image_ahead`]): what it says it
+/// was made from, and its parts being decoded.
+#[derive(Debug)]
+struct CheckAhead {
+    guarded: Option<Vec<String>>,
+    receipts: ReceiptStamps,
+    cited: Vec<(String, u64)>,
+    in_ledger: Option<(u64, String)>,
+    decoding: Option<std::thread::JoinHandle<Option<Decoded>>>,
+}
+
+/// An evaluation image's facts, parts and state-file stamps, decoded.
+type Decoded = (
+    crate::memo::check::image::Facts,
+    Vec<Arc<crate::memo::check::TickPart>>,
+    Vec<FileStamp>,
+);
+
 /// What is known of the images of one open store (see [`image`]).
 #[derive(Debug, Default)]
 pub struct Images {
@@ -63,9 +81,9 @@ pub struct Images {
     /// The receipt files' stamps, taken on a thread of their own while the store is opened
     /// (see [`OpenStore::look_ahead`]), with the receipts' generation once they were watched.
     receipts_ahead: Option<(u64, std::thread::JoinHandle<Option<ReceiptStamps>>)>,
-    /// The evaluation image's bytes, read early for what it holds first (see
-    /// [`OpenStore::imaged_guarded`]).
-    check_bytes: Option<Vec<u8>>,
+    /// The evaluation image, read ahead and its parts being decoded (see
+    /// [`OpenStore::check_image_ahead`]).
+    ahead: Option<CheckAhead>,
 }
 
 /// Bookkeeping a request leaves for right after its answer has gone (see

@@ -138,11 +138,14 @@ pub struct TickCache {
     image_generation: Option<u64>,
     /// `ticks/` listed and stamped on a thread of its own while the image is decoded (see
     /// [`TickCache::look_ahead`]), for the first scan.
-    ahead: Option<std::thread::JoinHandle<Option<Listing>>>,
+    ahead: Option<std::thread::JoinHandle<LookedAhead>>,
 }
 
 /// Every name in `ticks/`, sorted by its bytes, with its stamp when it is a regular file.
 type Listing = Vec<(std::ffi::OsString, Option<Stamp>)>;
+
+/// What a look ahead found: the watch on `ticks/` (or why there is none), then its listing.
+type LookedAhead = (Result<DirWatch, String>, Option<Listing>);
 
 impl TickCache {
     /// An empty cache of `dir` (nothing read yet).
@@ -176,30 +179,26 @@ impl TickCache {
         self.ahead = None;
     }
 
-    /// Before an image is taken back: watch `ticks/`, then list it and stamp every file on a
-    /// thread of its own, so that the first scan finds the work done while the image was being
-    /// decoded. Watched first: a change made after a file was stamped is queued, never missed.
+    /// Before an image is taken back, on a thread of its own: watch `ticks/`, then list it and
+    /// stamp every file, so that the first scan finds the watch and the listing made while the
+    /// image was being decoded. Watched first: a change made after a file was stamped is
+    /// queued, never missed.
     /// Does nothing once the cache has read `ticks/`.
     pub fn look_ahead(&mut self) {
-        if self.stamp.is_some() || !self.files.is_empty() || self.ahead.is_some() {
+        if self.stamp.is_some()
+            || !self.files.is_empty()
+            || self.ahead.is_some()
+            || self.watch.is_some()
+        {
             return;
-        }
-        if self.watch.is_none() {
-            match DirWatch::new(&self.dir) {
-                Ok(w) => {
-                    self.watch = Some(w);
-                    self.watch_error = None;
-                }
-                Err(e) => {
-                    self.watch_error = Some(e.0);
-                    return;
-                }
-            }
         }
         let dir = self.dir.clone();
         self.ahead = std::thread::Builder::new()
             .name("evd-ticks-ahead".into())
-            .spawn(move || listing(&dir))
+            .spawn(move || match DirWatch::new(&dir) {
+                Ok(w) => (Ok(w), listing(&dir)),
+                Err(e) => (Err(e.0), None),
+            })
             .ok();
     }
 
@@ -270,6 +269,20 @@ impl TickCache {
                 None => {}
             }
         }
+        // Looked ahead: the watch made there (before its listing), and the listing for the
+        // image below.
+        let listed = match self.ahead.take().map(|h| h.join()) {
+            Some(Ok((Ok(w), listed))) => {
+                self.watch = Some(w);
+                self.watch_error = None;
+                listed
+            }
+            Some(Ok((Err(e), _))) => {
+                self.watch_error = Some(e);
+                None
+            }
+            _ => None,
+        };
         // Watch first, then scan: a change during the scan is queued, never missed.
         if self.watch.is_none() {
             match DirWatch::new(&dir) {
@@ -280,15 +293,13 @@ impl TickCache {
                 Err(e) => self.watch_error = Some(e.0),
             }
         }
-        if self.image_taken && self.adopt_image(&dir) {
+        if self.image_taken && self.adopt_image(&dir, listed) {
             self.image_taken = false;
             self.generation += 1;
             self.image_generation = Some(self.generation);
             self.stamp = stamp;
             return Ok(());
         }
-        // Looked ahead for an image that was not taken back: the scan below looks itself.
-        self.ahead = None;
         let mut next = BTreeMap::new();
         // Whether anything differs from the cache (a first scan always does).
         let mut changed = self.stamp.is_none();
@@ -436,11 +447,8 @@ impl TickCache {
     /// the image has, each with the very stamp it recorded: then the cache is the image, found
     /// with one directory listing and a `stat` per file (on a few threads) and no other work.
     /// `false` (nothing changed) when anything differs: the general scan sorts it out.
-    fn adopt_image(&mut self, dir: &Path) -> bool {
-        let listed = match self.ahead.take() {
-            Some(h) => h.join().ok().flatten(),
-            None => listing(dir),
-        };
+    fn adopt_image(&self, dir: &Path, listed: Option<Listing>) -> bool {
+        let listed = listed.or_else(|| listing(dir));
         let Some(listed) = listed else {
             return false;
         };

@@ -32,6 +32,11 @@ pub fn evaluated(store: &mut OpenStore, req: &CheckRequest) -> Result<Evaluated,
     let mut warnings = Vec::new();
     let reference = staleness_reference(store, req, &config.staleness_ref, &mut warnings, true);
     let started = Instant::now();
+    if !req.offline && attest.is_none() {
+        // The first plain check of a restarted daemon: the evaluation image decodes while the
+        // basis is established.
+        store.check_image_ahead();
+    }
     let basis = basis(store, req.offline, attest, &config, reference)?;
     let basis_took = started.elapsed();
     let now = crate::engine::clock::now();
