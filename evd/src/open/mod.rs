@@ -288,11 +288,16 @@ impl OpenStore {
             return;
         }
         let run = |store: &mut OpenStore| {
+            let started = std::time::Instant::now();
             while !store.after.0.is_empty() {
                 for work in std::mem::take(&mut store.after.0) {
                     work(store);
                 }
             }
+            tracing::debug!(
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "work left for after the answer done"
+            );
         };
         let done = std::thread::scope(|s| {
             std::thread::Builder::new()
