@@ -191,6 +191,7 @@ fn actor_loop(
                         at(Some("writing its journal to the ledger (and what it keeps for the next start)"));
                         let started = Instant::now();
                         store.on_idle();
+                        crate::verbs::check::settle_state_files(&mut store, false);
                         tracing::debug!(
                             ms = started.elapsed().as_secs_f64() * 1e3,
                             "idle work done"
@@ -220,6 +221,7 @@ fn actor_loop(
                 // The answer is on its way: what the request left for after it, before anything
                 // else is served.
                 store.finish_answered();
+                crate::verbs::check::settle_state_files(&mut store, false);
                 at(None);
             }
             Msg::Changes(mut c) => {

@@ -12,7 +12,7 @@
 //! reference, selected-list and policy, established afresh; and the clock before its expiry.
 //! Anything else, or an image that does not read, and the check evaluates as it always did.
 //! The state files that evaluation wrote are its output, not its input: they are compared with
-//! their recorded stamps right after the first answer ([`OpenStore::state_files_as_left`]), and
+//! their recorded stamps once the first answer has gone ([`OpenStore::look_at_state_files`]), and
 //! any difference has the store evaluate afresh, which puts them back. Only the daemon keeps
 //! images (an in-process run would pay for writing one on every call).
 
@@ -43,7 +43,7 @@ const POLL_WRITING: Duration = Duration::from_millis(50);
 const RACY_NS: i64 = 2_000_000_000;
 
 /// The stamps of the state files an imaged evaluation left, in part order (see
-/// [`OpenStore::state_files_as_left`]).
+/// [`OpenStore::look_at_state_files`]).
 #[derive(Debug)]
 pub struct StateStamps(Vec<FileStamp>);
 
@@ -354,6 +354,7 @@ impl OpenStore {
     /// What the evaluation image says, when the last plain evaluation describes the store as it
     /// is now (see [`OpenStore::images_job`]).
     fn check_image_input(&mut self) -> Option<CheckImage> {
+        self.settle_state_files_here();
         let state = self.state_watch.sync(&mut self.state_written);
         let (basis, e) = self.memos.plain()?;
         let current = e.ticks == self.store.ticks_generation()
@@ -523,7 +524,7 @@ impl OpenStore {
     /// The parts of the evaluation image, once per opened store, when everything it was made
     /// from is provably unchanged and its facts answer `basis` at `now` (see the module docs),
     /// with the stamps its state files had (looked at after the answer: see
-    /// [`OpenStore::state_files_as_left`]). `None` otherwise.
+    /// [`OpenStore::look_at_state_files`]). `None` otherwise.
     pub fn take_check_image(
         &mut self,
         basis: &Basis,
@@ -575,22 +576,67 @@ impl OpenStore {
         Some((parts, StateStamps(left)))
     }
 
-    /// Whether every state file of `parts` (an evaluation taken back from the image) is still
-    /// as that evaluation left it, by the stamps the image recorded; then this store knows what
-    /// each says. State files are what a check writes, never what it reads: this is looked at
-    /// after the first answer, and when it does not hold the caller evaluates afresh, which
-    /// rewrites whichever differ.
-    pub fn state_files_as_left(&mut self, parts: &[Arc<TickPart>], left: StateStamps) -> bool {
+    /// Look, on a thread of its own, at whether every state file of `eval`'s parts (an
+    /// evaluation taken back from the image) is still as that evaluation left it, by the
+    /// stamps the image recorded. State files are what a check writes, never what it reads:
+    /// nothing waits for this look but what reads or writes them next (see
+    /// [`OpenStore::settle_state_files`]); if any differs, the store evaluates afresh on `basis`,
+    /// which rewrites whichever are not what the verdicts say.
+    pub fn look_at_state_files(
+        &mut self,
+        eval: Arc<crate::memo::check::Evaluation>,
+        left: StateStamps,
+        basis: Basis,
+    ) {
         let results = self.results_dir();
-        let now = state_stamps(&results, parts);
-        if left.0.iter().zip(&now).any(|(l, n)| Some(*l) != *n) {
-            return false;
+        let look = move || {
+            let now = state_stamps(&results, &eval.parts);
+            if left.0.iter().zip(&now).any(|(l, n)| Some(*l) != *n) {
+                return None;
+            }
+            let mut written = crate::store::state_files::StateWritten::default();
+            written.reserve(eval.parts.len());
+            for p in &eval.parts {
+                written.insert(p.tick.id(), p.state_digest);
+            }
+            Some(written)
+        };
+        let looking = std::thread::Builder::new()
+            .name("evd-state-files".into())
+            .spawn(look)
+            // No thread to be had: a look that says nothing, so the store evaluates afresh.
+            .or_else(|_| std::thread::Builder::new().spawn(|| None));
+        match looking {
+            Ok(looking) => self.images.state_look = Some(super::StateLook { looking, basis }),
+            Err(_) => self.memos.clear(),
         }
-        self.state_written.reserve(parts.len());
-        for p in parts {
-            self.state_written.insert(p.tick.id(), p.state_digest);
+    }
+
+    /// Take in the look at the state files under way, if any: with `wait`, whatever it takes;
+    /// otherwise only when it is done. When every file is as the evaluation left it, this
+    /// store knows what each says. Otherwise the basis to evaluate afresh on is returned, and
+    /// the caller must (see [`OpenStore::look_at_state_files`]).
+    pub fn settle_state_files(&mut self, wait: bool) -> Option<Basis> {
+        let look = self.images.state_look.take()?;
+        if !wait && !look.looking.is_finished() {
+            self.images.state_look = Some(look);
+            return None;
         }
-        true
+        match look.looking.join() {
+            Ok(Some(written)) => {
+                self.state_written.extend(written);
+                None
+            }
+            _ => Some(look.basis),
+        }
+    }
+
+    /// [`OpenStore::settle_state_files`] where no evaluation can be made (images, the store let
+    /// go): when the files differ, nothing remembered of that evaluation is trusted or imaged.
+    pub(super) fn settle_state_files_here(&mut self) {
+        if self.settle_state_files(true).is_some() {
+            self.memos.clear();
+        }
     }
 
     /// The evaluation numbered `serial` was taken back from the images: they hold it already.

@@ -63,6 +63,18 @@ type Decoded = (
     Vec<FileStamp>,
 );
 
+/// How often a look at the state files under way is looked at while the store is idle.
+const STATE_LOOK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// A look at the state files an imaged evaluation left, under way on a thread of its own (see
+/// [`OpenStore::settle_state_files`]): what each says when all are as it left them, else
+/// nothing; and the basis to evaluate afresh on in that case.
+#[derive(Debug)]
+struct StateLook {
+    looking: std::thread::JoinHandle<Option<crate::store::state_files::StateWritten>>,
+    basis: crate::memo::check::Basis,
+}
+
 /// What is known of the images of one open store (see [`image`]).
 #[derive(Debug, Default)]
 pub struct Images {
@@ -84,6 +96,8 @@ pub struct Images {
     /// The evaluation image, read ahead and its parts being decoded (see
     /// [`OpenStore::check_image_ahead`]).
     ahead: Option<CheckAhead>,
+    /// The look at the state files the evaluation taken back left, while under way.
+    state_look: Option<StateLook>,
 }
 
 /// Bookkeeping a request leaves for right after its answer has gone (see
@@ -210,6 +224,7 @@ impl DerefMut for OpenStore {
 impl Drop for OpenStore {
     fn drop(&mut self) {
         self.finish_answered();
+        self.settle_state_files_here();
         // Still holding the lock here: the store (and its lock) drops after this.
         if self.journal_started || !self.journal.is_empty() || !self.checks.is_empty() {
             self.journal("daemon_stopped", serde_json::Map::new());
@@ -363,7 +378,13 @@ impl OpenStore {
         let answers = self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER);
         let journal = self.journal_since.map(|since| since + WRITE_JOURNAL_AFTER);
         let images = self.images_due();
-        [answers, journal, images].into_iter().flatten().min()
+        // A look at the state files under way is looked at again shortly.
+        let look = self
+            .images
+            .state_look
+            .as_ref()
+            .map(|_| std::time::Instant::now() + STATE_LOOK_POLL);
+        [answers, journal, images, look].into_iter().flatten().min()
     }
 
     /// Do the work [`OpenStore::idle_work_at`] announced. Also run when the store is dropped.

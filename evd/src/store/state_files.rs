@@ -39,6 +39,15 @@ impl StateWritten {
         }
     }
 
+    /// Every entry of `other` too (`other`'s digest where both have one).
+    pub fn extend(&mut self, other: StateWritten) {
+        if self.0.is_empty() {
+            self.0 = other.0;
+        } else {
+            self.0.extend(other.0);
+        }
+    }
+
     /// Room for `more` entries.
     pub fn reserve(&mut self, more: usize) {
         self.0.reserve(more);

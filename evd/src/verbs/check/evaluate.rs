@@ -109,18 +109,26 @@ fn restored(
         let changes = store.update_verdicts(&all, false);
         store.pending_changes.extend(changes);
         store.fold_verdicts_from(taken.serial);
-        // Someone wrote a state file while no daemon held the store: evaluate afresh, as a
-        // first check without an image does, which puts back whichever differ.
-        if !store.state_files_as_left(&taken.parts, left) {
-            tracing::info!(store = %store.root().display(), "state files changed since the last daemon imaged its evaluation; evaluating afresh to put them back");
-            store.memos.clear();
-            let now = crate::engine::clock::now();
-            if let Ok(e) = evaluate(store, &basis, now, true, None) {
-                store.memos.put(basis, Arc::new(e));
-            }
-        }
+        // And its state files looked at, off the store's thread.
+        store.look_at_state_files(Arc::clone(&taken), left, basis);
     });
     Some(e)
+}
+
+/// Take in the look at the state files an evaluation taken back from the images left (see
+/// [`OpenStore::look_at_state_files`]): with `wait`, whatever it takes, else only when done.
+/// When someone changed a state file while no daemon held the store, evaluate afresh, as a
+/// first check without an image does, which puts back whichever differ.
+pub fn settle_state_files(store: &mut OpenStore, wait: bool) {
+    let Some(basis) = store.settle_state_files(wait) else {
+        return;
+    };
+    tracing::info!(store = %store.root().display(), "state files changed since the last daemon imaged its evaluation; evaluating afresh to put them back");
+    store.memos.clear();
+    let now = crate::engine::clock::now();
+    if let Ok(e) = evaluate(store, &basis, now, true, None) {
+        store.memos.put(basis, Arc::new(e));
+    }
 }
 
 /// How many of `e`'s parts it took over from `prior` (for the debug log).
@@ -150,6 +158,8 @@ pub(super) fn evaluate(
     record: bool,
     prior: Option<&Evaluation>,
 ) -> Result<Evaluation, Refusal> {
+    // What the state files say must be known before any is compared or written.
+    settle_state_files(store, true);
     let view = store.current_shared()?;
     let generation = store.ticks_generation();
     // Receipt files named otherwise are no selector's: they change no part.

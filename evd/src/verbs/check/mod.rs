@@ -19,5 +19,5 @@ pub mod state;
 
 pub use answer::{check, refresh_verdicts};
 pub use basis::NO_UPSTREAM_WARNING;
-pub use evaluate::{evaluated, Evaluated};
+pub use evaluate::{evaluated, settle_state_files, Evaluated};
 pub use run::{append_receipts, plan};
