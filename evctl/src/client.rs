@@ -122,8 +122,10 @@ pub async fn connect_running(rt: &Path) -> Result<Conn, String> {
     Ok(Conn::new(client, h))
 }
 
-/// Connect to the daemon, starting or replacing it as needed.
-pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
+/// Connect to the daemon, starting or replacing it as needed. A daemon started here begins
+/// by opening the store at `open_first` (the one this client is about to ask about), while
+/// this client connects.
+pub async fn connect_or_start(rt: &Path, open_first: Option<&Path>) -> Result<Conn, String> {
     let sock = paths::socket_path(rt);
     let binary = evd_binary();
     let want = binary
@@ -181,7 +183,7 @@ pub async fn connect_or_start(rt: &Path) -> Result<Conn, String> {
     if let Some(h) = live_daemon(rt) {
         return Err(not_answering(&h, rt));
     }
-    let mut child = spawn_daemon(&binary, rt)?;
+    let mut child = spawn_daemon(&binary, rt, open_first)?;
     let deadline = Instant::now() + START_TIMEOUT;
     let mut pause = Duration::from_millis(2);
     loop {
@@ -301,11 +303,18 @@ pub async fn wait_process_gone(rt: &Path, pid: u32) -> bool {
     false
 }
 
-fn spawn_daemon(binary: &Path, rt: &Path) -> Result<std::process::Child, String> {
+fn spawn_daemon(
+    binary: &Path,
+    rt: &Path,
+    open_first: Option<&Path>,
+) -> Result<std::process::Child, String> {
     use std::os::unix::process::CommandExt;
     let log = paths::open_private_append(&paths::log_path(rt))
         .map_err(|e| format!("cannot open the daemon log: {e}"))?;
     let mut cmd = Command::new(binary);
+    if let Some(root) = open_first {
+        cmd.env("EVD_OPEN_FIRST", root);
+    }
     cmd.arg("serve")
         .env("EVD_RUNTIME_DIR", rt)
         .stdin(Stdio::null())

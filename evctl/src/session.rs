@@ -126,7 +126,13 @@ impl Session {
             let conn = if self.attach_only {
                 client::connect_running(&self.rt_dir).await
             } else {
-                client::connect_or_start(&self.rt_dir).await
+                // The store this client is about to ask about, for a daemon it starts to open
+                // first (only where there is one).
+                let root = self.root(true);
+                let open_first = std::fs::symlink_metadata(root.join(".evolving"))
+                    .is_ok_and(|m| m.is_dir())
+                    .then_some(root);
+                client::connect_or_start(&self.rt_dir, open_first.as_deref()).await
             };
             match conn {
                 Ok(c) => self.conn = Some(c),

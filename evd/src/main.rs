@@ -208,6 +208,12 @@ fn run(
             }
             stopper.begin_stop(std::time::Duration::from_millis(50));
         });
+        // Started by evctl for a request about a store: open it while the client connects.
+        if let Some(root) = std::env::var_os("EVD_OPEN_FIRST").map(std::path::PathBuf::from) {
+            if root.is_absolute() {
+                daemon.open_first(root);
+            }
+        }
         tracing::info!(socket = %sock.display(), pid = std::process::id(), build = %daemon.build_id, "evd ready");
         systemd::notify("READY=1\nSTATUS=serving\n");
         let r = server::serve(listener, Arc::clone(&daemon)).await;

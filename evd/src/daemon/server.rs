@@ -63,6 +63,27 @@ impl Daemon {
         }
     }
 
+    /// Start opening the store under `root` (lock, images, first scan) on its actor, as a
+    /// request for it would: what `evctl` does when it starts a daemon for a request about that
+    /// store (`EVD_OPEN_FIRST`), so the daemon's start and the client's connecting overlap the
+    /// store's opening. Nothing is created; a directory without a store is left alone.
+    pub fn open_first(self: &Arc<Self>, root: PathBuf) {
+        let ctx = proto::rpc::Context {
+            store: root.display().to_string(),
+            ..Default::default()
+        };
+        let Ok(crate::daemon::registry::Target::Open(lease)) = self.registry.open(&ctx, false)
+        else {
+            return;
+        };
+        tokio::spawn(async move {
+            let opened = run_owned(&lease, "opening the store", |_| Ok(())).await;
+            if let Err(e) = opened {
+                tracing::debug!(store = %root.display(), error = %e.message, "store not opened first");
+            }
+        });
+    }
+
     /// Refuse new work from now on, and close the listener after `grace` (time for requests
     /// already running to answer).
     pub fn begin_stop(self: &Arc<Self>, grace: Duration) {
