@@ -140,6 +140,10 @@ fn identity_of(root: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
+/// How often a look at state files under way (see [`OpenStore::look_at_state_files`]) is
+/// looked at while the store is idle.
+const STATE_LOOK_POLL: Duration = Duration::from_millis(20);
+
 /// What an actor's thread shares with its handle: the store's snapshot for `status`, the
 /// channel of pushed verdict changes, and what the thread is at.
 struct Shared {
@@ -186,26 +190,32 @@ fn actor_loop(
             Some(m) => Some(m),
             // Work left for later is done when due, whether or not requests keep coming.
             None => loop {
+                // A look at state files under way is taken in when done, looked at shortly.
+                crate::verbs::check::settle_state_files(&mut store, false);
+                let look = store
+                    .state_look_pending()
+                    .then(|| Instant::now() + STATE_LOOK_POLL);
                 match store.idle_work_at() {
                     Some(due) if due <= Instant::now() => {
                         at(Some("writing its journal to the ledger (and what it keeps for the next start)"));
                         let started = Instant::now();
                         store.on_idle();
-                        crate::verbs::check::settle_state_files(&mut store, false);
                         tracing::debug!(
                             ms = started.elapsed().as_secs_f64() * 1e3,
                             "idle work done"
                         );
                         at(None);
                     }
-                    Some(due) => {
-                        match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
-                            Ok(m) => break Some(m),
-                            Err(mpsc::RecvTimeoutError::Timeout) => {}
-                            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                    work => match work.into_iter().chain(look).min() {
+                        Some(due) => {
+                            match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                                Ok(m) => break Some(m),
+                                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                            }
                         }
-                    }
-                    None => break rx.recv().ok(),
+                        None => break rx.recv().ok(),
+                    },
                 }
             },
         };

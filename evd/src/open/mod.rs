@@ -63,9 +63,6 @@ type Decoded = (
     Vec<FileStamp>,
 );
 
-/// How often a look at the state files under way is looked at while the store is idle.
-const STATE_LOOK_POLL: std::time::Duration = std::time::Duration::from_millis(20);
-
 /// A look at the state files an imaged evaluation left, under way on a thread of its own (see
 /// [`OpenStore::settle_state_files`]): what each says when all are as it left them, else
 /// nothing; and the basis to evaluate afresh on in that case.
@@ -378,13 +375,13 @@ impl OpenStore {
         let answers = self.ranges_unsaved.map(|since| since + SAVE_ANSWERS_AFTER);
         let journal = self.journal_since.map(|since| since + WRITE_JOURNAL_AFTER);
         let images = self.images_due();
-        // A look at the state files under way is looked at again shortly.
-        let look = self
-            .images
-            .state_look
-            .as_ref()
-            .map(|_| std::time::Instant::now() + STATE_LOOK_POLL);
-        [answers, journal, images, look].into_iter().flatten().min()
+        [answers, journal, images].into_iter().flatten().min()
+    }
+
+    /// Whether a look at the state files an imaged evaluation left is under way (see
+    /// [`OpenStore::look_at_state_files`]).
+    pub fn state_look_pending(&self) -> bool {
+        self.images.state_look.is_some()
     }
 
     /// Do the work [`OpenStore::idle_work_at`] announced. Also run when the store is dropped.
