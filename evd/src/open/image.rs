@@ -74,13 +74,11 @@ fn stamps_in(dir: &Path, names: &[String]) -> Vec<Option<FileStamp>> {
     let Ok(handle) = crate::sys::beneath::root_of(dir).dir(dir) else {
         return vec![None; names.len()];
     };
-    crate::sys::par::map(names, 2048, |name| {
-        handle
-            .stat(std::ffi::OsStr::new(name))
-            .ok()
-            .flatten()
-            .and_then(|st| stamp_of(&st))
-    })
+    handle
+        .stat_each(names)
+        .into_iter()
+        .map(|st| st.and_then(|st| stamp_of(&st)))
+        .collect()
 }
 
 /// Every `results/receipts/*.jsonl` with its stamp, by name; `None` when any of them is not a

@@ -856,12 +856,13 @@ fn read_image(image: &[u8]) -> Option<Image> {
         }
         r.at_end().then_some(out)
     });
-    let mut all = Vec::with_capacity(chunks.iter().map(|(n, _)| n).sum());
-    for chunk in decoded {
-        all.extend(chunk?);
-    }
     // Written in name order: the map is built from the sorted run in one pass.
-    let files: BTreeMap<_, _> = all.into_iter().collect();
+    let files: BTreeMap<_, _> = decoded
+        .into_iter()
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     Some((files, view))
 }
 
@@ -871,9 +872,9 @@ fn listing(dir: &Path) -> Option<Listing> {
     let handle = crate::sys::beneath::root_of(dir).dir(dir).ok()?;
     let mut names = handle.names().ok()?;
     names.sort_unstable();
-    let stamps = crate::sys::par::map(&names, 2048, |name| match handle.stat(name) {
-        Ok(Some(st)) if st.kind == crate::sys::beneath::Kind::File => Stamp::of_stat(&st),
-        _ => None,
+    let stamps = handle.stat_each(&names).into_iter().map(|st| {
+        st.filter(|st| st.kind == crate::sys::beneath::Kind::File)
+            .and_then(|st| Stamp::of_stat(&st))
     });
     Some(names.into_iter().zip(stamps).collect())
 }

@@ -386,6 +386,12 @@ impl Dir {
         self.path.join(name)
     }
 
+    /// What is at each of `names` here, looked at on a few threads (a directory of thousands
+    /// of files): `None` for a name with nothing there, or that could not be looked at.
+    pub fn stat_each<N: AsRef<OsStr> + Sync>(&self, names: &[N]) -> Vec<Option<Stat>> {
+        crate::sys::par::map(names, 2048, |n| self.stat(n.as_ref()).ok().flatten())
+    }
+
     /// What sits at `name` here (a link as one); `None` when nothing.
     pub fn stat(&self, name: &OsStr) -> io::Result<Option<Stat>> {
         match rfs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
