@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{Args, Command, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use clap_complete::aot::Shell;
 use proto::rpc::Refusal;
 
@@ -48,6 +48,15 @@ use crate::session::Session;
 #[derive(Parser)]
 #[command(name = "evctl", version, about, long_about, verbatim_doc_comment)]
 struct Cli {
+    #[command(flatten)]
+    globals: GlobalFlags,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// The flags every verb takes, before or after its name.
+#[derive(clap::Args)]
+struct GlobalFlags {
     /// When to use rich (coloured) output.
     #[arg(long, global = true, value_enum, value_name = "WHEN")]
     color: Option<ColorWhen>,
@@ -61,8 +70,6 @@ struct Cli {
     /// working directory).
     #[arg(long, global = true, value_name = "DIR")]
     store: Option<String>,
-    #[command(subcommand)]
-    command: Cmd,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -446,6 +453,32 @@ fn parse(argv: Vec<OsString>) -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
+/// The verbs git hooks and editors call all day, parsed by their own flags alone: building
+/// evctl's whole grammar costs more than the answer of a warm daemon. Anything that does not
+/// parse cleanly here (`--help`, a typo) goes to the whole grammar, which says it the usual way.
+/// `rest` follows the verb; the globals before it were taken already.
+fn parse_one(verb: &str, rest: &[String]) -> Option<Cli> {
+    fn matches(args: Command, rest: &[String]) -> Option<clap::ArgMatches> {
+        let cmd = GlobalFlags::augment_args(args.no_binary_name(true));
+        cmd.try_get_matches_from(rest).ok()
+    }
+    let (command, m) = match verb {
+        "check" => {
+            let m = matches(verbs::CheckArgs::augment_args(Command::new("check")), rest)?;
+            (Cmd::Check(verbs::CheckArgs::from_arg_matches(&m).ok()?), m)
+        }
+        "hook" => {
+            let m = matches(hook_run::HookArgs::augment_args(Command::new("hook")), rest)?;
+            (Cmd::Hook(hook_run::HookArgs::from_arg_matches(&m).ok()?), m)
+        }
+        _ => return None,
+    };
+    Some(Cli {
+        globals: GlobalFlags::from_arg_matches(&m).ok()?,
+        command,
+    })
+}
+
 /// The decide-family verbs read their own stream; everything else goes through clap.
 async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
     let mut g = Globals::default();
@@ -460,16 +493,23 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Some("supersede") => return verbs::supersede(rest, g).await,
         _ => {}
     }
-    let cli = parse(argv);
+    let cli = match args.get(lead).and_then(|verb| parse_one(verb, rest)) {
+        Some(cli) => cli,
+        None => parse(argv),
+    };
+    let flags = cli.globals;
     let g = Globals {
-        color: cli.color.map(|c| match c {
-            ColorWhen::Auto => "auto".into(),
-            ColorWhen::Always => "always".into(),
-            ColorWhen::Never => "never".into(),
-        }),
-        plain: cli.plain,
-        json: cli.json,
-        store: cli.store,
+        color: flags
+            .color
+            .map(|c| match c {
+                ColorWhen::Auto => "auto".into(),
+                ColorWhen::Always => "always".into(),
+                ColorWhen::Never => "never".into(),
+            })
+            .or(g.color),
+        plain: flags.plain || g.plain,
+        json: flags.json || g.json,
+        store: flags.store.or(g.store),
     };
     let mut s = Session::new(&g);
     match cli.command {

@@ -137,17 +137,22 @@ impl Session {
             match conn {
                 Ok(c) => self.conn = Some(c),
                 Err(e) => {
-                    // A runtime directory (or a file in it) that is not safe to use is worth
-                    // saying every time: someone else may have been at it.
-                    if std::env::var_os("EVCTL_DEBUG").is_some() || refused(&e) {
-                        eprintln!("evctl: evd unreachable ({e}); answering in-process");
-                    }
-                    self.unreachable = Some(e);
+                    self.give_up(e);
                     return None;
                 }
             }
         }
         self.conn.as_ref().map(|c| Arc::clone(&c.client))
+    }
+
+    /// The daemon cannot be reached for this run (`why`): answer in-process from now on.
+    fn give_up(&mut self, why: String) {
+        // A runtime directory (or a file in it) that is not safe to use is worth saying every
+        // time: someone else may have been at it.
+        if std::env::var_os("EVCTL_DEBUG").is_some() || refused(&why) {
+            eprintln!("evctl: evd unreachable ({why}); answering in-process");
+        }
+        self.unreachable = Some(why);
     }
 
     /// Call the daemon. `None`: no daemon could be reached. A daemon that answers "stopping"
@@ -238,11 +243,56 @@ impl Session {
     where
         Fut: std::future::Future<Output = Result<R, ClientError>>,
     {
-        match self.rpc(&call).await {
+        let answer = match self.first_read(&call).await {
+            Some(r) => Some(r),
+            None => self.rpc(&call).await,
+        };
+        match answer {
             Some(Err(e)) if unavailable(&e) => local(),
             Some(r) => r.map_err(call_error),
             None => local(),
         }
+    }
+
+    /// A read that opens this session's connection: sent with the hello rather than after it
+    /// ([`client::connect_and_call`]). `None`: take the usual way ([`Session::rpc`]).
+    async fn first_read<R, Fut>(
+        &mut self,
+        call: &impl Fn(Arc<Client>) -> Fut,
+    ) -> Option<Result<R, ClientError>>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        if self.conn.is_some() || self.no_daemon || self.unreachable.is_some() || self.attach_only {
+            return None;
+        }
+        let (conn, r) =
+            match client::connect_and_call(&self.rt_dir, |c| self.waiting_owned(c, call)).await {
+                Ok(answered) => answered?,
+                Err(e) => {
+                    self.give_up(e);
+                    return None;
+                }
+            };
+        if matches!(&r, Err(ClientError::Call(e)) if e.code() == codes::STOPPING) {
+            // It did not run the request: the usual way waits for it to go and asks the next.
+            client::wait_daemon_gone(&self.rt_dir).await;
+            return None;
+        }
+        self.conn = Some(conn);
+        Some(r)
+    }
+
+    /// [`Session::waiting`] for a call made on `c`.
+    async fn waiting_owned<R, Fut>(
+        &self,
+        c: Arc<Client>,
+        call: &impl Fn(Arc<Client>) -> Fut,
+    ) -> Result<R, ClientError>
+    where
+        Fut: std::future::Future<Output = Result<R, ClientError>>,
+    {
+        self.waiting(&c, call(Arc::clone(&c))).await
     }
 
     /// A write: the daemon's answer; in-process (under the store lock) only when no daemon

@@ -667,3 +667,52 @@ fn global_flags_stand_anywhere_a_stream_flag_may() {
         "--surface has no preceding --assume/--reject ground"
     );
 }
+
+/// `check` and `hook` are parsed by their own flags alone (the hot path of hooks and editors):
+/// the global flags still stand before or after the verb, and whatever does not parse there is
+/// said by the whole grammar, as for every other verb.
+#[test]
+fn check_and_hook_read_globals_on_either_side_and_refuse_like_every_verb() {
+    let w = World::new();
+    let repo = Repo::new();
+    let store = repo.path().to_str().expect("utf-8 path");
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    w.evctl(repo.path(), &["init"]).ok();
+    w.evctl(
+        repo.path(),
+        &["decide", "x", "--assume", "a", "--blame", "b"],
+    )
+    .ok();
+
+    let before = w.evctl(elsewhere.path(), &["--json", "--store", store, "check"]);
+    let after = w.evctl(
+        elsewhere.path(),
+        &["check", "--store", store, "--offline", "--json"],
+    );
+    let mixed = w.evctl(elsewhere.path(), &["--store", store, "check", "--json"]);
+    for r in [&before, &after, &mixed] {
+        assert_eq!(r.code, 0, "{r:?}");
+        let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).expect("--json was read");
+        assert!(v.is_object(), "{v}");
+    }
+    assert_eq!(before.stdout, mixed.stdout);
+    let plain = w.evctl(elsewhere.path(), &["check", "--plain", "--store", store]);
+    assert_eq!(plain.code, 0, "{plain:?}");
+    assert!(!plain.stdout.trim_start().starts_with('{'), "{plain:?}");
+
+    let r = w.evctl(repo.path(), &["check", "--bogus"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("'--bogus'"), "{r:?}");
+    assert!(r.stderr.contains("Usage: evctl check"), "{r:?}");
+    let r = w.evctl(repo.path(), &["check", "--help"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("Usage: evctl check"), "{r:?}");
+    assert!(r.stdout.contains("--exit-on-red"), "{r:?}");
+    let r = w.evctl(repo.path(), &["hook", "no-such-hook"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("invalid value 'no-such-hook'"), "{r:?}");
+    assert!(r.stderr.contains("pre-commit, pre-push"), "{r:?}");
+    let r = w.evctl(repo.path(), &["hook", "pre-commit", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.trim_start().starts_with('{'), "{r:?}");
+}
