@@ -38,9 +38,6 @@ const LIMIT: u64 = 1 << 30;
 pub(super) const SAVE_AFTER: Duration = Duration::from_secs(3);
 /// How often a writing under way is looked at.
 const POLL_WRITING: Duration = Duration::from_millis(50);
-/// A receipt file changed this recently may change again within its stamp's resolution: the
-/// evaluation is imaged later.
-const RACY_NS: i64 = 2_000_000_000;
 
 /// The stamps of the state files an imaged evaluation left, in part order (see
 /// [`OpenStore::look_at_state_files`]).
@@ -99,13 +96,16 @@ fn receipt_stamps(results: &Path, now_ns: Option<i64>) -> Option<ReceiptStamps> 
         .filter(|n| n.ends_with(".jsonl"))
         .collect();
     names.sort();
+    // A receipt file changed more recently than its filesystem's timestamps can tell apart may
+    // change again unseen: the evaluation is imaged later.
+    let window = crate::sys::fsio::racy_window_ns(&dir);
     let stamps = stamps_in(&dir, &names);
     names
         .into_iter()
         .zip(stamps)
         .map(|(name, stamp)| {
             let stamp = stamp?;
-            let racy = now_ns.is_some_and(|now| now.saturating_sub(stamp.0) < RACY_NS);
+            let racy = now_ns.is_some_and(|now| now.saturating_sub(stamp.0) < window);
             (!racy).then_some((name, stamp))
         })
         .collect()

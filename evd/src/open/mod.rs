@@ -368,6 +368,16 @@ impl OpenStore {
         crate::store::state_record::restore(&self.results_dir())
     }
 
+    /// Do without the record of state files the previous daemon left (see
+    /// [`OpenStore::take_state_record`]): an evaluation taken back from the images confirms
+    /// the state files by stamps of its own. The record is removed, and never read after.
+    pub fn forget_state_record(&mut self) {
+        if std::mem::replace(&mut self.state_record_taken, true) || !self.store.is_locked() {
+            return;
+        }
+        crate::store::state_record::discard(&self.results_dir());
+    }
+
     /// When work left for a quiet moment is due: the git answers learnt since they were last
     /// written, kept for the next start, a second after they were learnt (a burst of requests,
     /// like the checks right after a restart, is not kept waiting behind the write).

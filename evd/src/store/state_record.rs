@@ -78,6 +78,16 @@ pub fn restore(results: &Path) -> HashMap<String, (u64, Stamp)> {
     parse(&text).unwrap_or_default()
 }
 
+/// Remove the record unread: the state files were confirmed another way (by the evaluation
+/// image's own stamps), and a record left behind would only be read later, against files this
+/// daemon may have rewritten since.
+pub fn discard(results: &Path) {
+    let path = results.join(FILE);
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
 fn read_small(path: &Path) -> std::io::Result<String> {
     let m = std::fs::symlink_metadata(path)?;
     if !m.is_file() || m.len() > MAX_BYTES {

@@ -139,6 +139,9 @@ pub struct TickCache {
     /// `ticks/` listed and stamped on a thread of its own while the image is decoded (see
     /// [`TickCache::look_ahead`]), for the first scan.
     ahead: Option<std::thread::JoinHandle<LookedAhead>>,
+    /// How recent a change to a tick file is too recent to trust its stamp, once known (see
+    /// [`fsio::racy_window_ns`]).
+    racy_ns: std::sync::OnceLock<i64>,
 }
 
 /// Every name in `ticks/`, sorted by its bytes, with its stamp when it is a regular file.
@@ -164,6 +167,7 @@ impl TickCache {
             image_whole: false,
             image_generation: None,
             ahead: None,
+            racy_ns: std::sync::OnceLock::new(),
         }
     }
 
@@ -202,6 +206,19 @@ impl TickCache {
             .ok();
     }
 
+    /// How recent a change to a tick file is too recent to trust its stamp (see
+    /// [`fsio::racy_window_ns`]), looked up once `ticks/` is there to ask about.
+    fn racy_ns(&self) -> i64 {
+        if let Some(ns) = self.racy_ns.get() {
+            return *ns;
+        }
+        let ns = fsio::racy_window_ns(&self.dir);
+        if self.dir.is_dir() {
+            let _ = self.racy_ns.set(ns);
+        }
+        ns
+    }
+
     fn dir_stamp(&self) -> Option<Stamp> {
         fs::symlink_metadata(&self.dir)
             .ok()
@@ -237,6 +254,7 @@ impl TickCache {
     /// the files that did. Without it, changes are found through the directory's stamp plus a
     /// re-check of suspect files.
     pub fn refresh(&mut self) -> Result<(), Refusal> {
+        let racy = self.racy_ns();
         let dir = self.dir.clone();
         let meta =
             fs::symlink_metadata(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
@@ -324,7 +342,12 @@ impl TickCache {
                     to_load.push((name, path, None));
                     continue;
                 }
-                Some(c) if regular && handle.is_some() && c.stamp.is_some() && !is_suspect(&c) => {
+                Some(c)
+                    if regular
+                        && handle.is_some()
+                        && c.stamp.is_some()
+                        && !is_suspect(&c, racy) =>
+                {
                     known_files.push((name, path, c));
                     continue;
                 }
@@ -338,7 +361,9 @@ impl TickCache {
             }
             match known {
                 Some(c)
-                    if c.stamp.is_some() && c.stamp == stamp_of_regular(&m) && !is_suspect(&c) =>
+                    if c.stamp.is_some()
+                        && c.stamp == stamp_of_regular(&m)
+                        && !is_suspect(&c, racy) =>
                 {
                     next.insert(name.into(), c);
                 }
@@ -382,11 +407,12 @@ impl TickCache {
     /// read at. A tick written too recently for its stamp to tell a later edit apart is left
     /// out (read again from its file).
     pub fn image(&self) -> TickImage {
+        let racy = self.racy_ns();
         let entries = self
             .files
             .iter()
             .filter_map(|(name, c)| match (&c.entry, c.stamp) {
-                (Entry::Tick(t), Some(stamp)) if !is_suspect(c) => {
+                (Entry::Tick(t), Some(stamp)) if !is_suspect(c, racy) => {
                     Some((Arc::clone(name), stamp, Arc::clone(t)))
                 }
                 _ => None,
@@ -448,6 +474,7 @@ impl TickCache {
     /// with one directory listing and a `stat` per file (on a few threads) and no other work.
     /// `false` (nothing changed) when anything differs: the general scan sorts it out.
     fn adopt_image(&self, dir: &Path, listed: Option<Listing>) -> bool {
+        let racy = self.racy_ns();
         let listed = listed.or_else(|| listing(dir));
         let Some(listed) = listed else {
             return false;
@@ -458,7 +485,7 @@ impl TickCache {
                 n.as_encoded_bytes() == k.as_bytes()
                     && stamp.is_some()
                     && *stamp == c.stamp
-                    && !is_suspect(c)
+                    && !is_suspect(c, racy)
             })
     }
 
@@ -677,10 +704,6 @@ impl TickCache {
     }
 }
 
-/// How recent a modification must be for its stamp not to be trusted yet (a same-size rewrite
-/// within the filesystem's timestamp granularity would otherwise go unseen).
-const RACY_NS: i64 = 2_000_000_000;
-
 fn stamp_of_regular(m: &fs::Metadata) -> Option<Stamp> {
     m.file_type().is_file().then(|| Stamp::of(m)).flatten()
 }
@@ -888,13 +911,16 @@ fn unchanged(dir: &Dir, name: &str, c: &Cached) -> bool {
     )
 }
 
-fn is_suspect(c: &Cached) -> bool {
+/// Whether `c`'s stamp cannot be trusted yet: it was changed less than `racy_ns` ago (a
+/// same-size rewrite within the filesystem's timestamp resolution would go unseen, see
+/// [`fsio::racy_window_ns`]), or it is no regular file's.
+fn is_suspect(c: &Cached, racy_ns: i64) -> bool {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0);
     match (&c.entry, c.stamp) {
-        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.ctime_ns) < RACY_NS,
+        (Entry::Tick(_), Some(s)) => now.saturating_sub(s.ctime_ns) < racy_ns,
         (Entry::Unreadable(_), None) => false, // a symlink stays a symlink until ticks/ changes
         _ => true,
     }

@@ -83,6 +83,36 @@ pub fn read_followed(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// How long after a change the stamp of a file under `dir` (its times, length and inode) may
+/// still miss a rewrite of the same length: the filesystem's timestamp resolution, with room to
+/// spare. The filesystems that keep nanoseconds (ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS) take
+/// them from the kernel's coarse clock, one tick (at most 10 ms) at a time: 50 ms. Any other (FAT
+/// keeps 2 s, a network filesystem whatever its server keeps), or one that cannot be told: 2 s.
+pub fn racy_window_ns(dir: &Path) -> i64 {
+    const FINE: i64 = 50_000_000;
+    const COARSE: i64 = 2_000_000_000;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        const FINE_GRAINED: [u64; 6] = [
+            0xEF53,      // ext2, ext3, ext4
+            0x5846_5342, // XFS
+            0x9123_683E, // Btrfs
+            0x0102_1994, // tmpfs
+            0xF2F5_2010, // F2FS
+            0x2FC1_2FC1, // ZFS
+        ];
+        #[allow(clippy::unnecessary_cast)]
+        if let Ok(st) = rustix::fs::statfs(dir) {
+            if FINE_GRAINED.contains(&(st.f_type as u64)) {
+                return FINE;
+            }
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = dir;
+    COARSE
+}
+
 /// [`open_regular`], read whole (at most `limit` bytes: more is an error naming the limit).
 pub fn read_limited(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;

@@ -109,7 +109,9 @@ fn restored(
         let changes = store.update_verdicts(&all, false);
         store.pending_changes.extend(changes);
         store.fold_verdicts_from(taken.serial);
-        // And its state files looked at, off the store's thread.
+        // And its state files looked at, off the store's thread (by the image's stamps: the
+        // previous daemon's record of them is not needed).
+        store.forget_state_record();
         store.look_at_state_files(Arc::clone(&taken), left, basis);
     });
     Some(e)
