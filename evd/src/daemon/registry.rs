@@ -140,6 +140,22 @@ fn identity_of(root: &Path) -> Option<(u64, u64)> {
         .map(|m| (m.dev(), m.ino()))
 }
 
+/// The requests that may be served before the work an earlier request left for after its
+/// answer (its `events.jsonl` lines, its ledger record): they read nothing that work writes.
+/// Anything else (a write, a ledger or events read, `verify`) finds that work done first.
+const OVERTAKES: [&str; 8] = [
+    "ev.check",
+    "ev.show",
+    "ev.list",
+    "ev.log",
+    "ev.pending",
+    "ev.guards",
+    "ev.brief",
+    "ev.why",
+];
+/// How long work left for after an answer may wait behind reads that overtake it.
+const DEFER_AT_MOST: Duration = Duration::from_millis(250);
+
 /// How often a look at state files under way (see [`OpenStore::look_at_state_files`]) is
 /// looked at while the store is idle.
 const STATE_LOOK_POLL: Duration = Duration::from_millis(20);
@@ -185,7 +201,13 @@ fn actor_loop(
     let mut watching: Option<watcher::StoreWatcher> = None;
     let mut watch_failed: Option<(Instant, String)> = None;
     let mut next: Option<Msg> = None;
+    // Since when work left for after an answer waits behind reads (see `OVERTAKES`).
+    let mut deferred_since: Option<Instant> = None;
     loop {
+        if next.is_none() && deferred_since.take().is_some() {
+            // No read waits any more: the work they overtook is done now.
+            store.finish_answered();
+        }
         let msg = match next.take() {
             Some(m) => Some(m),
             // Work left for later is done when due, whether or not requests keep coming.
@@ -229,8 +251,21 @@ fn actor_loop(
                 at(Some(what));
                 job(&mut store);
                 // The answer is on its way: what the request left for after it, before anything
-                // else is served.
-                store.finish_answered();
+                // else is served — unless a read that cannot see it waits already (its client
+                // does not pay for this one's journal lines): the work stays queued, in order,
+                // until nothing but such reads came for a while.
+                let waiting = match next.take() {
+                    Some(m) => Some(m),
+                    None => rx.try_recv().ok(),
+                };
+                let overtakes = matches!(&waiting, Some(Msg::Job(w, _)) if OVERTAKES.contains(w));
+                if !overtakes || deferred_since.is_some_and(|t| t.elapsed() >= DEFER_AT_MOST) {
+                    store.finish_answered();
+                    deferred_since = None;
+                } else {
+                    deferred_since.get_or_insert_with(Instant::now);
+                }
+                next = waiting;
                 crate::verbs::check::settle_state_files(&mut store, false);
                 at(None);
             }

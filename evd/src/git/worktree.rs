@@ -63,12 +63,49 @@ fn git_raw(root: &Path, args: &[&str]) -> Option<Vec<u8>> {
 /// Where the store's root sits in its repository: git's own directory, and the root's path
 /// from the top of the work tree (`""` or ending in `/`).
 fn locate(root: &Path) -> Option<(PathBuf, String)> {
+    if let Some(plain) = locate_plainly(root) {
+        return Some(plain);
+    }
     let out = git_raw(root, &["rev-parse", "--absolute-git-dir", "--show-prefix"])?;
     let text = String::from_utf8(out).ok()?;
     let mut lines = text.split('\n');
     let gitdir = PathBuf::from(lines.next()?);
     let prefix = lines.next().unwrap_or("").to_string();
     Some((gitdir, prefix))
+}
+
+/// [`locate`] without spawning git, where the answer is plain: `root` holds `.git` as a real
+/// directory that git takes for a repository (`HEAD`, `objects/`, `refs/`), so git's discovery
+/// stops there and `root` is the top of the work tree; and that repository's config names
+/// nothing that could move the work tree or bring in other config (`core.worktree`,
+/// `core.bare`, `include`). `None`: ask git.
+fn locate_plainly(root: &Path) -> Option<(PathBuf, String)> {
+    use std::fs::symlink_metadata as lstat;
+    let root = std::fs::canonicalize(root).ok()?;
+    let gitdir = root.join(".git");
+    let is_dir = |p: &Path| lstat(p).is_ok_and(|m| m.is_dir());
+    if !is_dir(&gitdir)
+        || !is_dir(&gitdir.join("objects"))
+        || !is_dir(&gitdir.join("refs"))
+        || !lstat(gitdir.join("HEAD")).is_ok_and(|m| m.is_file())
+        || lstat(gitdir.join("commondir")).is_ok()
+    {
+        return None;
+    }
+    const CONFIG_LIMIT: u64 = 1 << 20;
+    let config = crate::sys::fsio::read_limited(&gitdir.join("config"), CONFIG_LIMIT).ok()?;
+    let moves_or_includes = String::from_utf8_lossy(&config).lines().any(|line| {
+        let line: String = line
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let bare = line
+            .strip_prefix("bare")
+            .is_some_and(|v| !matches!(v, "=false" | "=no" | "=off" | "=0"));
+        bare || line.starts_with("worktree") || line.starts_with("[include")
+    });
+    (!moves_or_includes).then(|| (gitdir, String::new()))
 }
 
 /// Parse `git status --porcelain -z` output: every path named, both sides of a rename or copy.

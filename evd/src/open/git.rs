@@ -13,10 +13,41 @@ impl OpenStore {
     /// [`OpenStore::keep_ranges`].
     pub fn take_ranges(&mut self, tip: &str) -> crate::git::ranges::Answers {
         let root = self.store.root().to_path_buf();
-        let results = self.results_dir();
+        if self.ranges.is_none() {
+            self.ranges = Some(self.restored_ranges());
+        }
         self.ranges
-            .get_or_insert_with(|| crate::git::ranges::restore(&root, &results))
+            .get_or_insert_with(Default::default)
             .take(&root, tip)
+    }
+
+    /// When the store is about to be opened: take back the git answers the previous daemon left
+    /// (which asks git who the repository is: two git processes) on a thread of their own, so
+    /// that the first check finds them taken.
+    pub(super) fn git_answers_ahead(&mut self) {
+        if self.ranges.is_some() || self.ranges_ahead.is_some() {
+            return;
+        }
+        let (root, results) = (self.store.root().to_path_buf(), self.results_dir());
+        self.ranges_ahead = std::thread::Builder::new()
+            .name("evd-git-answers".into())
+            .spawn(move || {
+                let memo = crate::git::ranges::restore(&root, &results);
+                (memo, crate::sys::child::take_timeouts())
+            })
+            .ok();
+    }
+
+    /// The git answers the previous daemon left: as taken back ahead, else read now. The git
+    /// commands that overran while they were taken back count for the request under way.
+    fn restored_ranges(&mut self) -> crate::git::ranges::Memo {
+        match self.ranges_ahead.take().map(std::thread::JoinHandle::join) {
+            Some(Ok((memo, timeouts))) => {
+                crate::sys::child::note_timeouts(timeouts);
+                memo
+            }
+            _ => crate::git::ranges::restore(self.store.root(), &self.results_dir()),
+        }
     }
 
     /// The work tree's uncommitted changes (see [`crate::git::worktree::Worktree::uncommitted`]),
@@ -34,27 +65,45 @@ impl OpenStore {
         }
         // The answers the previous daemon left (taking them back asks git who the repository
         // is), carried over to `head`: beside `git status`, not after it.
-        let results = self.results_dir();
         let pending = self.ranges.take();
+        let restored = pending.is_none();
+        let ahead = self.ranges_ahead.take();
+        let results = self.results_dir();
         let worktree = &mut self.worktree;
         let (answer, ranges) = std::thread::scope(|s| {
             let carried = s.spawn(|| {
-                let mut ranges =
-                    pending.unwrap_or_else(|| crate::git::ranges::restore(&root, &results));
-                if let Some(h) = head.filter(|h| !ranges.has(h)) {
+                let mut ranges = match (pending, ahead.map(std::thread::JoinHandle::join)) {
+                    (Some(memo), _) => memo,
+                    (None, Some(Ok((memo, timeouts)))) => {
+                        crate::sys::child::note_timeouts(timeouts);
+                        memo
+                    }
+                    (None, _) => crate::git::ranges::restore(&root, &results),
+                };
+                let moved = head.filter(|h| !ranges.has(h));
+                if let Some(h) = moved {
                     ranges.advance(&root, h);
                 }
-                (ranges, crate::sys::child::take_timeouts())
+                // Carried from what the previous daemon left: kept for the next start, which
+                // then finds its tip instead of carrying (and asking git) again.
+                let keep = restored && moved.is_some_and(|h| ranges.has(h));
+                (ranges, keep, crate::sys::child::take_timeouts())
             });
             let answer = worktree.uncommitted(&root, head, guarded);
             // A carry that panicked leaves nothing: the answers are taken back or asked again.
-            let ranges = carried.join().ok().map(|(ranges, timeouts)| {
+            let ranges = carried.join().ok().map(|(ranges, keep, timeouts)| {
                 crate::sys::child::note_timeouts(timeouts);
-                ranges
+                (ranges, keep)
             });
             (answer, ranges)
         });
+        let (ranges, keep) = ranges.map_or((None, false), |(r, keep)| (Some(r), keep));
         self.ranges = ranges;
+        if keep {
+            // Written a little later, not while a client waits (see [`OpenStore::idle_work_at`]).
+            self.ranges_unsaved
+                .get_or_insert_with(std::time::Instant::now);
+        }
         answer
     }
 

@@ -126,6 +126,10 @@ pub struct OpenStore {
     /// Since when answers in `ranges` wait to be written for the next start (see
     /// [`Store::idle_work_at`]).
     ranges_unsaved: Option<std::time::Instant>,
+    /// The git answers the previous daemon left, being taken back on a thread of their own
+    /// while the store is opened (see [`OpenStore::git_answers_ahead`]), with the git commands
+    /// that overran meanwhile.
+    ranges_ahead: Option<std::thread::JoinHandle<(crate::git::ranges::Memo, Vec<String>)>>,
     /// The uncommitted changes of the work tree, as `dirty` reads them.
     pub worktree: crate::git::worktree::Worktree,
     /// Every distinct plain `triggered_by` entry of the current view's test grounds, as of a
@@ -249,6 +253,7 @@ impl OpenStore {
             reconciled: false,
             ranges: None,
             ranges_unsaved: None,
+            ranges_ahead: None,
             state_epoch: 0,
             worktree: crate::git::worktree::Worktree::default(),
             guarded: None,
@@ -332,10 +337,13 @@ impl OpenStore {
     pub fn acquire(&mut self, kind: &str) -> Result<(), Refusal> {
         if !self.store.is_locked() {
             self.look_ahead();
+            self.git_answers_ahead();
+            self.state_watch.ensure_ahead();
         }
         let r = self.store.acquire(kind);
         if self.store.lock_losses() != self.lock_losses {
             self.lock_losses = self.store.lock_losses();
+            self.ranges_ahead = None;
             self.state_written.clear();
             self.verdicts = None;
             self.verify_memo.clear();

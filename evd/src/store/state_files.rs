@@ -83,6 +83,8 @@ pub struct StateWatch {
     /// File names this store wrote since the last sync.
     ours: HashSet<String>,
     generation: u64,
+    /// The watch being made on a thread of its own (see [`StateWatch::ensure_ahead`]).
+    ahead: Option<std::thread::JoinHandle<Result<DirWatch, String>>>,
 }
 
 impl StateWatch {
@@ -93,14 +95,33 @@ impl StateWatch {
             watch_error: None,
             ours: HashSet::new(),
             generation: 0,
+            ahead: None,
         }
+    }
+
+    /// Start making the watch on a thread of its own, for [`StateWatch::ensure`] to take: a
+    /// store being opened for a check (the kernel visits every file of a large directory when a
+    /// watch is added to it).
+    pub fn ensure_ahead(&mut self) {
+        if self.watch.is_some() || self.ahead.is_some() || !self.dir.is_dir() {
+            return;
+        }
+        let dir = self.dir.clone();
+        self.ahead = std::thread::Builder::new()
+            .name("evd-state-watch".into())
+            .spawn(move || DirWatch::new(&dir).map_err(|e| e.0))
+            .ok();
     }
 
     /// Start watching if the directory exists and nothing watches it yet. Whatever was written
     /// while nobody watched is unknown, so the record of written files is dropped then.
     pub fn ensure(&mut self, written: &mut StateWritten) {
         if self.watch.is_none() {
-            match DirWatch::new(&self.dir) {
+            let made = match self.ahead.take().map(std::thread::JoinHandle::join) {
+                Some(Ok(made)) => made,
+                _ => DirWatch::new(&self.dir).map_err(|e| e.0),
+            };
+            match made {
                 Ok(w) => {
                     self.watch = Some(w);
                     self.watch_error = None;
@@ -108,7 +129,7 @@ impl StateWatch {
                     self.generation += 1;
                 }
                 Err(e) => {
-                    self.watch_error = self.dir.is_dir().then_some(e.0);
+                    self.watch_error = self.dir.is_dir().then_some(e);
                 }
             }
         }
