@@ -176,6 +176,25 @@ enum Cmd {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Re-verify decisions a commit made stale: run their tests at HEAD, record them green.
+    ///
+    /// A decision reads stale once a commit touches a path it guards (its `triggered_by`):
+    /// its tests were verified at an older commit. `reverify` runs the bound tests and
+    /// counter-tests of this platform at HEAD (a green run already recorded at HEAD is used
+    /// as it is), and when each holds — the test passes, the counter-test fails — records the
+    /// re-verification as a child tick: the same decision and grounds, verified at HEAD,
+    /// superseding the stale one (upstream `ev` reads it green too).
+    ///
+    /// Refused, with the reason, when a test is red, a counter-test passes, a guarded path has
+    /// uncommitted changes, or a platform other than this one has no run at HEAD. Exit 1 when
+    /// any decision is left as it was.
+    ///
+    /// Examples:
+    ///   evctl reverify                  # every decision a commit made stale
+    ///   evctl reverify 010ceb0a983c     # just this one
+    ///   evctl reverify --dry-run        # what it would run and record
+    #[command(verbatim_doc_comment)]
+    Reverify(verbs::ReverifyArgs),
     /// Evaluate every bound test of the current decisions (optionally running them first).
     ///
     /// evctl check [--run [--platform P]] [--exit-on-red] [--offline] [--attest p1,p2]…
@@ -526,6 +545,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Guard(a) => verbs::guard(&mut s, a).await,
         Cmd::Migrate(a) => s.migrate(a).await,
         Cmd::Check(a) => verbs::check(&mut s, &g, a).await,
+        Cmd::Reverify(a) => verbs::reverify(&mut s, a).await,
         Cmd::Show { id } => verbs::show(&mut s, &id).await,
         Cmd::List => verbs::list(&mut s, &g).await,
         Cmd::Log => verbs::log(&mut s, &g).await,

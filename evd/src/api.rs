@@ -23,9 +23,9 @@ use proto::rpc::{
     GuardsResult, IdRequest, InitResult, LedgerAppendRequest, LedgerAppendResult,
     LedgerQueryRequest, LedgerReplayResult, LedgerVerifyResult, ListRequest, ListResult, LogResult,
     MigrateProgress, PendingRequest, PendingResult, ProposeRequest, ProposeResult, RatifyRequest,
-    RatifyResult, ReconcileRequest, ReconcileResult, Refusal, ReopenResult, ShowResult,
-    StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest, VerifyResult, WhyRequest,
-    WhyResult,
+    RatifyResult, ReconcileRequest, ReconcileResult, Refusal, ReopenResult, ReverifyRequest,
+    ReverifyResult, ShowResult, StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest,
+    VerifyResult, WhyRequest, WhyResult,
 };
 
 pub use crate::open::OpenStore;
@@ -110,6 +110,11 @@ pub fn supersede(s: &mut OpenStore, req: &SupersedeRequest) -> Result<SupersedeR
 /// `ev.guard`.
 pub fn guard(s: &mut OpenStore, req: &GuardRequest) -> Result<GuardResult, Refusal> {
     verbs::guard(s, req)
+}
+
+/// `ev.reverify`.
+pub fn reverify(s: &mut OpenStore, req: &ReverifyRequest) -> Result<ReverifyResult, Refusal> {
+    verbs::reverify(s, req)
 }
 
 /// `ev.show`.

@@ -25,5 +25,5 @@ pub use check::{check, check_with};
 pub use daemon::{status, watch_line};
 pub use out::{refusal, Out, Stream};
 pub use recall::{brief, guards, reopen, why};
-pub use record::{decide, guard, pending, propose, ratify, supersede};
+pub use record::{decide, guard, pending, propose, ratify, reverify, supersede};
 pub use store::{init, list, list_plain, log, verify};

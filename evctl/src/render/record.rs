@@ -137,3 +137,66 @@ pub fn supersede(r: &proto::rpc::SupersedeResult, json: bool) -> Out {
     }
     out
 }
+
+/// `reverify`'s answer: one line per decision (stdout for what was recorded, stderr for what
+/// was not, with what to do about it); exit 1 when any decision was left as it was.
+pub fn reverify(r: &proto::rpc::ReverifyResult, dry_run: bool, platform: &str, json: bool) -> Out {
+    use proto::rpc::ReverifyStatus as S;
+    let mut out = Out::default();
+    out.warnings(&r.warnings);
+    if r.outcomes
+        .iter()
+        .any(|o| matches!(o.status, S::Refused | S::NeedsRun))
+    {
+        out.code = 1;
+    }
+    if json {
+        out.json(r);
+        return out;
+    }
+    let at = r.head.get(..7).unwrap_or(&r.head);
+    if r.outcomes.is_empty() {
+        out.line(
+            "nothing to re-verify: no decision reads stale because of a commit to a path it guards",
+        );
+    }
+    for o in &r.outcomes {
+        let what = format!("{} {}", o.id, q(&o.decision));
+        let why = o.reason.as_deref().unwrap_or("");
+        match o.status {
+            S::Reverified => match (&o.child_id, dry_run) {
+                (Some(child), _) => out.line(format!(
+                    "reverified {what} at {at}: wrote child {child} (supersedes {})",
+                    o.id
+                )),
+                (None, _) => out.line(format!("would re-verify {what} at {at}")),
+            },
+            S::Current => out.line(format!("current {what}: already verified at {at}")),
+            S::NeedsRun => {
+                let elsewhere: Vec<&str> = o
+                    .missing
+                    .iter()
+                    .map(|m| m.platform.as_str())
+                    .filter(|p| *p != platform)
+                    .collect();
+                let next = if dry_run && elsewhere.is_empty() {
+                    format!("`evctl reverify {}` runs them here first", o.id)
+                } else if elsewhere.is_empty() {
+                    format!(
+                        "run `evctl check --run --platform {platform}`, then `evctl reverify {}`",
+                        o.id
+                    )
+                } else {
+                    format!(
+                        "run `evctl check --run --platform {}` where that platform runs, then `evctl reverify {}`",
+                        elsewhere.first().copied().unwrap_or(platform),
+                        o.id
+                    )
+                };
+                out.err(format!("evctl: {what} not re-verified: {why}: {next}"));
+            }
+            S::Refused => out.err(format!("evctl: {what} not re-verified: {why}")),
+        }
+    }
+    out
+}

@@ -4,6 +4,7 @@
 //! - `store`: init, show, list, log, verify (and the audit `verify --evidence` reuses);
 //! - `record`: decide, propose, supersede, the verbs that read their own flag stream;
 //! - `guard`: binding a test to a ground after the fact;
+//! - `reverify`: getting decisions a commit made stale back to green, in one command;
 //! - `proposals`: pending and ratify, an agent proposal's way to a human ruling;
 //! - `check`: check, and the verdict context every verdict read needs;
 //! - `check_run`: `check --run`, running the bound tests here and handing evd the receipts;
@@ -25,6 +26,7 @@ mod guards;
 mod proposals;
 mod recall;
 mod record;
+mod reverify;
 mod store;
 
 pub use check::{check, check_answer, verdict_context, CheckArgs};
@@ -35,4 +37,5 @@ pub use guards::{ask_guards, guards};
 pub use proposals::{pending, ratify};
 pub use recall::{brief, reopen, why};
 pub use record::{decide, propose, supersede};
+pub use reverify::{reverify, ReverifyArgs};
 pub use store::{audit, init, list, log, show, verify};

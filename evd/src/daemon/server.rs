@@ -16,8 +16,9 @@ use proto::rpc::{
     DecideResult, EvApiServer, GuardRequest, GuardResult, Hello, HelloRequest, IdRequest,
     InitResult, ListRequest, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
     PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest,
-    ReconcileResult, Refusal, ShowResult, ShutdownAck, StoreRequest, SupersedeRequest,
-    SupersedeResult, VerifyRequest, VerifyResult, WatchEvent, PROTOCOL_VERSION,
+    ReconcileResult, Refusal, ReverifyRequest, ReverifyResult, ShowResult, ShutdownAck,
+    StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest, VerifyResult, WatchEvent,
+    PROTOCOL_VERSION,
 };
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
@@ -467,6 +468,15 @@ impl EvApiServer for Rpc {
         let key = write_key("supersede", &req);
         on_store_write(&self.0, "ev.supersede", &ctx, key, move |s| {
             api::supersede(s, &req)
+        })
+        .await
+    }
+
+    async fn reverify(&self, req: ReverifyRequest) -> RpcResult<ReverifyResult> {
+        let ctx = req.context.clone();
+        let key = write_key("reverify", &req);
+        on_store_write(&self.0, "ev.reverify", &ctx, key, move |s| {
+            api::reverify(s, &req)
         })
         .await
     }

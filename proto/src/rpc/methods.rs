@@ -23,7 +23,8 @@ use super::verbs::{
 use super::watch::WatchEvent;
 use super::writers::{
     GuardRequest, GuardResult, PendingRequest, PendingResult, ProposeRequest, ProposeResult,
-    RatifyRequest, RatifyResult, SupersedeRequest, SupersedeResult,
+    RatifyRequest, RatifyResult, ReverifyRequest, ReverifyResult, SupersedeRequest,
+    SupersedeResult,
 };
 use jsonrpsee::core::{RpcResult, SubscriptionResult};
 use jsonrpsee::proc_macros::rpc;
@@ -76,6 +77,10 @@ pub trait EvApi {
 
     #[method(name = "supersede")]
     async fn supersede(&self, req: SupersedeRequest) -> RpcResult<SupersedeResult>;
+
+    /// Record that decisions still hold at HEAD after commits changed what they guard.
+    #[method(name = "reverify")]
+    async fn reverify(&self, req: ReverifyRequest) -> RpcResult<ReverifyResult>;
 
     /// Backfill history, as one call whose progress streams: any number of `progress` items, then
     /// one `done` or `refused`. Only a stopping daemon rejects the call itself; every other

@@ -202,3 +202,69 @@ pub struct SupersedeResult {
     #[serde(default)]
     pub warnings: Vec<Warning>,
 }
+
+/// `reverify`: record, as a child of each decision, that it still holds at HEAD after commits
+/// changed the paths it guards (its test grounds' `verified_at_sha` set to HEAD, superseding
+/// it), once every bound test has a green, falsifiable run at HEAD on each platform it names.
+/// The caller runs what is missing first (tests run in the caller, never in evd).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReverifyRequest {
+    /// `git.head` is the commit the decisions are re-verified at (required).
+    pub context: Context,
+    /// The decisions to re-verify; none: every current one that reads stale because a commit
+    /// since `verified_at_sha` touched the paths it guards.
+    #[serde(default)]
+    pub ids: Vec<String>,
+    /// Say what would be recorded and which runs at HEAD are missing; write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What `reverify` did (or, on a dry run, would do) for each decision.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReverifyResult {
+    /// The commit the decisions were re-verified at.
+    pub head: String,
+    pub outcomes: Vec<ReverifyOutcome>,
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+/// One decision's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReverifyOutcome {
+    pub id: String,
+    pub decision: String,
+    pub status: ReverifyStatus,
+    /// The child recorded (none on a dry run or a refusal).
+    #[serde(default)]
+    pub child_id: Option<String>,
+    /// Why it was refused, or what it waits for.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The runs at HEAD it lacks.
+    #[serde(default)]
+    pub missing: Vec<MissingRun>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReverifyStatus {
+    /// Recorded (or, on a dry run, ready to be).
+    Reverified,
+    /// Already verified at HEAD: nothing to record.
+    Current,
+    /// A bound test lacks a run at HEAD on one of its platforms.
+    NeedsRun,
+    /// A test is red, a counter-test passes, a guarded path has uncommitted changes, or the
+    /// decision cannot take a re-verification.
+    Refused,
+}
+
+/// A bound test without a run at HEAD on one platform.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MissingRun {
+    pub selector: String,
+    pub platform: String,
+}

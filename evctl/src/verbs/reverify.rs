@@ -1,0 +1,98 @@
+//! `reverify [<id>…]`: get decisions that read stale after a commit touched what they guard back
+//! to green in one command. Ask evd what a re-verification at HEAD lacks (a dry run), run the
+//! missing bound tests of this platform here (as `check --run` does, recording receipts), then
+//! have evd record each re-verification that now holds as a child tick.
+//!
+//! It must not judge whether a decision holds (evd does, from the receipts) nor print by itself.
+
+use evd::api;
+use proto::rpc::{Context, Refusal, ReverifyRequest, ReverifyResult, ReverifyStatus};
+
+use super::check::verdict_context;
+use super::check_run::{run_tests, TestRun};
+use crate::render::{self, Out};
+use crate::rpc;
+use crate::session::{local_write, Session};
+
+/// `reverify`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct ReverifyArgs {
+    /// The decisions to re-verify (12-hex ids). None: every decision that reads stale because
+    /// a commit since it was verified touched a path it guards.
+    pub ids: Vec<String>,
+    /// The platform the tests run here speak for: only bindings declaring it run.
+    #[arg(long, value_name = "P", default_value = "local")]
+    pub platform: String,
+    /// Say what would be recorded, and which runs at HEAD are missing; run and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub async fn reverify(s: &mut Session, a: ReverifyArgs) -> Out {
+    let mut ctx = verdict_context(s, false);
+    let root = s.root(true);
+    if ctx.git.head.is_none() {
+        ctx.git.head = crate::context::git(&root, &["rev-parse", "HEAD"]);
+    }
+    let plan = match ask(s, &ctx, &a.ids, true).await {
+        Ok(p) => p,
+        Err(e) => return render::refusal(&e, s.json),
+    };
+    if a.dry_run {
+        let json = s.json;
+        return render::reverify(&plan, true, &a.platform, json);
+    }
+    // The runs at HEAD this platform can make, for the decisions that lack one.
+    let to_run: Vec<&str> = plan
+        .outcomes
+        .iter()
+        .filter(|o| o.status == ReverifyStatus::NeedsRun)
+        .filter(|o| o.missing.iter().any(|m| m.platform == a.platform))
+        .map(|o| o.id.as_str())
+        .collect();
+    for id in &to_run {
+        let how = TestRun {
+            platform: &a.platform,
+            tick: Some(id),
+            detached: s.json,
+            limit: None,
+        };
+        if let Err(e) = run_tests(s, &ctx, &how, &mut |w| eprintln!("{w}")).await {
+            return render::refusal(&e, s.json);
+        }
+    }
+    let wanted = plan
+        .outcomes
+        .iter()
+        .any(|o| o.status == ReverifyStatus::Reverified || to_run.contains(&o.id.as_str()));
+    let done: ReverifyResult = if wanted {
+        match ask(s, &ctx, &a.ids, false).await {
+            Ok(r) => r,
+            Err(e) => return render::refusal(&e, s.json),
+        }
+    } else {
+        plan
+    };
+    let json = s.json;
+    render::reverify(&done, false, &a.platform, json)
+}
+
+/// One `ev.reverify` call (a write, with a request id of its own).
+async fn ask(
+    s: &mut Session,
+    ctx: &Context,
+    ids: &[String],
+    dry_run: bool,
+) -> Result<ReverifyResult, Refusal> {
+    let mut context = ctx.clone();
+    context.request_id = Some(crate::context::new_request_id());
+    let req = ReverifyRequest {
+        context,
+        ids: ids.to_vec(),
+        dry_run,
+    };
+    s.write(rpc!(req, reverify), || {
+        local_write(&req.context, |st| api::reverify(st, &req))
+    })
+    .await
+}
