@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use proto::json::q;
-use proto::rpc::{GuardedDecision, GuardedGround, GuardsResult};
+use proto::rpc::{CheckRow, GuardedDecision, GuardedGround, GuardsResult};
 use serde::Serialize;
 
 use crate::hooks::{Hook, SKIP_VAR};
@@ -32,6 +32,11 @@ pub const SHOWN: usize = 4;
 /// `evctl hook …`'s arguments.
 #[derive(clap::Args, Debug)]
 pub struct HookArgs {
+    /// Block a commit whenever `evctl check --exit-on-red` would fail, whatever it changes
+    /// (what `evctl hooks install --strict` installs). Default: block on a failing test, or on
+    /// a gating verdict of a decision guarding what the commit changes.
+    #[arg(long)]
+    pub strict: bool,
     /// Which hook is running.
     #[arg(value_enum)]
     pub which: Which,
@@ -138,8 +143,186 @@ fn more_line(total: usize, shown: usize, what: &str, see: &str) -> Option<String
 }
 
 /// What pre-commit says. `shown(p)` turns a store-relative path into the one the user sees;
-/// `staged` are the staged paths as shown.
-pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[String]) -> Said {
+/// `staged` are the staged paths as shown. By default it blocks on what matters to this commit:
+/// a failing test anywhere, a gating verdict of a decision guarding a staged file, cited
+/// evidence of a staged file that no longer holds; any other verdict asking for attention is
+/// named in one line. `strict`: blocked exactly when `evctl check --exit-on-red` would fail.
+pub fn pre_commit(
+    r: &GuardsResult,
+    shown: &dyn Fn(&str) -> String,
+    staged: &[String],
+    strict: bool,
+) -> Said {
+    if strict {
+        return pre_commit_strict(r, shown, staged);
+    }
+    let mut said = Said::default();
+    let staged_set: HashSet<&str> = staged.iter().map(String::as_str).collect();
+    // 1. Failing tests block whatever the commit changes.
+    if r.red_total > 0 {
+        said.blocked = true;
+        said.lines.push(format!(
+            "evctl: commit blocked: {} failing:",
+            plural(r.red_total, "bound test is", "bound tests are")
+        ));
+        for row in r.red_rows.iter().take(3) {
+            said.lines.push(format!(
+                "  {} {} {} ({})",
+                row.label,
+                row.tick_id,
+                q(&row.decision),
+                detail_for(&row.detail, &r.staleness_ref.policy)
+            ));
+        }
+        if r.red_total > 3 {
+            said.lines.push(format!(
+                "  … and {}: see `evctl check`",
+                plural(r.red_total - 3, "more", "more")
+            ));
+        }
+        said.lines.push(
+            "evctl: fix the code (or the test), then `evctl check --run` records the run".into(),
+        );
+    }
+    // 2. Decisions guarding what is staged: their gating verdicts block.
+    let mut related: HashSet<&str> = HashSet::new();
+    let mut notes = Vec::new();
+    for d in &r.decisions {
+        related.insert(d.tick_id.as_str());
+        let paths: Vec<String> = d.matched.iter().map(|p| shown(p)).collect();
+        let Some(g) = speaking(d) else {
+            continue;
+        };
+        if g.gating {
+            if !matches!(g.label.as_str(), "red" | "gray->red") {
+                said.blocked = true;
+                said.lines.push(format!(
+                    "evctl: commit blocked: it changes {}, which decision {} {} guards ({}): {}",
+                    files_phrase(&paths),
+                    d.tick_id,
+                    q(&d.decision),
+                    verdict_phrase(g),
+                    way_out(&d.tick_id, &g.label, &g.detail)
+                ));
+            }
+        } else if notes.len() < SHOWN {
+            let after = g.last_run.is_some() && !g.label.starts_with("stale");
+            notes.push(format!(
+                "evctl: you are changing {}, which decision {} guards ({}){}",
+                files_phrase(&paths),
+                d.tick_id,
+                verdict_phrase(g),
+                if after {
+                    format!(
+                        "; it will read stale after this commit: then {}",
+                        after_commit(&d.tick_id, &r.staleness_ref.policy)
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
+    // 3. Cited evidence of a staged file that no longer holds.
+    for e in r
+        .evidence
+        .iter()
+        .filter(|e| e.gating && staged_set.contains(shown(&e.path).as_str()))
+        .take(3)
+    {
+        related.insert(e.tick_id.as_str());
+        said.blocked = true;
+        said.lines.push(format!(
+            "evctl: commit blocked: the evidence {} cites ({} bytes {}-{}) no longer holds ({}): restore the bytes, or record what changed with `evctl supersede {}`",
+            e.tick_id, e.path, e.start, e.end, e.detail, e.tick_id
+        ));
+    }
+    said.lines.extend(notes);
+    let total = r.matched_total.max(r.decisions.len());
+    if let Some(l) = more_line(
+        total,
+        r.decisions.len().min(SHOWN),
+        "guarding what you are changing",
+        &see_all(staged, "$(git diff --cached --name-only)"),
+    ) {
+        said.lines.push(l);
+    }
+    // 4. Everything else that asks for attention: one line, never a block.
+    let elsewhere: Vec<&CheckRow> = r
+        .gating_rows
+        .iter()
+        .filter(|row| !matches!(row.label.as_str(), "red" | "gray->red"))
+        .filter(|row| !related.contains(row.tick_id.as_str()))
+        .collect();
+    let others = r
+        .tally
+        .gating
+        .saturating_sub(r.red_total)
+        .max(elsewhere.len());
+    if let Some(first) = elsewhere.first().filter(|_| others > 0) {
+        said.lines.push(format!(
+            "evctl: not blocking: {} this commit does not touch {} attention, e.g. {} {} ({}): {}",
+            plural(others, "decision", "decisions"),
+            if others == 1 { "asks for" } else { "ask for" },
+            first.label,
+            first.tick_id,
+            detail_for(&first.detail, &r.staleness_ref.policy),
+            way_out(&first.tick_id, &first.label, &first.detail)
+        ));
+    }
+    if said.blocked {
+        said.lines.push(format!(
+            "evctl: or skip this gate once: git commit --no-verify (or {SKIP_VAR}=1)"
+        ));
+    }
+    said
+}
+
+/// What clears the `stale` a commit touching what decision `id` guards leaves: with the local
+/// HEAD as the staleness reference, it was verified at an older commit (`evctl reverify`);
+/// otherwise a triggering change landed after its last run (`evctl check --run`).
+fn after_commit(id: &str, policy: &str) -> String {
+    if policy == "local-head" {
+        format!("`evctl reverify {id}`")
+    } else {
+        "`evctl check --run`".into()
+    }
+}
+
+/// A verdict's detail in the gate's words: a `stale` row read against the local HEAD says so
+/// (`check` keeps upstream's words, which name the live origin whatever the policy).
+fn detail_for(detail: &str, policy: &str) -> String {
+    const UPSTREAM: &str = "verified_at_sha behind live origin";
+    match policy {
+        "local-head" => detail.replace(UPSTREAM, "verified_at_sha behind the local HEAD"),
+        "live-origin" => detail.replace(UPSTREAM, "verified_at_sha behind @{upstream}"),
+        _ => detail.to_string(),
+    }
+}
+
+/// The one command that gets a decision `id` with verdict `label` (and `detail`) out of it.
+fn way_out(id: &str, label: &str, detail: &str) -> String {
+    if label.starts_with("stale") && detail.contains("verified_at_sha") {
+        return format!("`evctl reverify {id}`");
+    }
+    match label {
+        "red" | "gray->red" => "fix the code (or the test), then `evctl check --run`".into(),
+        "not-run" => match detail.strip_prefix("missing: ") {
+            Some(platforms) if !platforms.split(", ").any(|p| p == "local") => format!(
+                "`evctl check --run --platform {}` where that platform runs",
+                platforms.split(", ").next().unwrap_or("local")
+            ),
+            _ => "`evctl check --run`".into(),
+        },
+        "silently-unbound" => format!(
+            "its test was not selected after a change to what it guards: run it, `evctl check --run`, or see `evctl reopen {id}`"
+        ),
+        _ => "`evctl check --run`".into(),
+    }
+}
+
+/// [`pre_commit`] with `strict`: blocked exactly when `evctl check --exit-on-red` would fail.
+fn pre_commit_strict(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[String]) -> Said {
     let mut said = Said {
         blocked: r.gating,
         lines: Vec::new(),
@@ -179,7 +362,7 @@ pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[St
                 row.label,
                 row.tick_id,
                 q(&row.decision),
-                row.detail
+                detail_for(&row.detail, &r.staleness_ref.policy)
             ));
         }
         budget -= rows.len();
@@ -205,9 +388,12 @@ pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[St
             files_phrase(&paths),
             d.tick_id,
             if stale_after {
-                "; its check will read stale after this commit"
+                format!(
+                    "; its check will read stale after this commit: then {}",
+                    after_commit(&d.tick_id, &r.staleness_ref.policy)
+                )
             } else {
-                ""
+                String::new()
             }
         ));
     }
@@ -221,23 +407,28 @@ pub fn pre_commit(r: &GuardsResult, shown: &dyn Fn(&str) -> String, staged: &[St
         said.lines.push(l);
     }
     if said.blocked {
-        let behind = r
+        let behind: Vec<&str> = r
             .gating_rows
             .iter()
-            .any(|row| row.event_label == "stale:sha");
-        said.lines.push(fix_line(behind, "commit"));
+            .filter(|row| row.event_label == "stale:sha")
+            .map(|row| row.tick_id.as_str())
+            .collect();
+        said.lines.push(fix_line(&behind, "commit"));
     }
     said
 }
 
 /// The last line of a block: how to clear it, and how to skip the gate. A binding whose
-/// `verified_at_sha` is behind the staleness reference stays stale however often it runs: it
-/// takes a new ruling.
-fn fix_line(behind: bool, verb: &str) -> String {
-    let fix = if behind {
-        "`evctl check --run` records new runs; a binding verified behind the staleness reference needs a new ruling, `evctl supersede`"
+/// `verified_at_sha` is behind the staleness reference (`behind`: those decisions) stays stale
+/// however often it runs: `evctl reverify` records it verified at HEAD.
+fn fix_line(behind: &[&str], verb: &str) -> String {
+    let fix = if behind.is_empty() {
+        "`evctl check --run` records new runs".to_string()
     } else {
-        "`evctl check --run` records new runs"
+        format!(
+            "`evctl check --run` records new runs; `evctl reverify {}` re-verifies at HEAD what a commit made stale",
+            behind.join(" ")
+        )
     };
     format!(
         "evctl: fix them ({fix}), or skip this gate once: git {verb} --no-verify (or {SKIP_VAR}=1)"
@@ -279,11 +470,16 @@ pub fn pre_push(r: &GuardsResult, shown: &dyn Fn(&str) -> String, pushed: &[Stri
                 plural(total - listed, "more decision", "more decisions")
             ));
         }
-        let behind = gating
+        let behind: Vec<&str> = gating
             .iter()
-            .filter_map(|d| speaking(d))
-            .any(|g| g.label.starts_with("stale") && g.detail.contains("verified_at_sha"));
-        said.lines.push(fix_line(behind, "push"));
+            .filter(|d| {
+                speaking(d).is_some_and(|g| {
+                    g.label.starts_with("stale") && g.detail.contains("verified_at_sha")
+                })
+            })
+            .map(|d| d.tick_id.as_str())
+            .collect();
+        said.lines.push(fix_line(&behind, "push"));
         return said;
     }
     let decisions: Vec<&GuardedDecision> = r.decisions.iter().take(SHOWN).collect();
@@ -485,13 +681,13 @@ pub async fn run(s: &mut Session, a: HookArgs) -> Out {
         return Out::default();
     }
     arm_watchdog(hook, json);
-    let out = gate(s, hook, json).await;
+    let out = gate(s, hook, json, a.strict).await;
     // Answered in time: the watchdog must not speak (and cannot, while this is held).
     *GATE_DONE.lock().unwrap_or_else(|e| e.into_inner()) = true;
     out
 }
 
-async fn gate(s: &mut Session, hook: Hook, json: bool) -> Out {
+async fn gate(s: &mut Session, hook: Hook, json: bool, strict: bool) -> Out {
     // Read git's input first, whatever happens next: a hook that leaves it unread can make git
     // report a broken pipe.
     let input = if hook == Hook::PrePush {
@@ -561,7 +757,7 @@ async fn gate(s: &mut Session, hook: Hook, json: bool) -> Out {
         Err(e) => return trouble(hook, &e.message, json),
     };
     let said = match hook {
-        Hook::PreCommit => pre_commit(&r, &shown, &changed),
+        Hook::PreCommit => pre_commit(&r, &shown, &changed, strict),
         Hook::PrePush => pre_push(&r, &shown, &changed),
     };
     let mut out = Out {
@@ -626,6 +822,8 @@ mod tests {
 
     fn result(gating: bool, decisions: Vec<GuardedDecision>) -> GuardsResult {
         GuardsResult {
+            red_rows: Vec::new(),
+            red_total: 0,
             head: None,
             staleness_ref: StalenessRef {
                 policy: "local-head".into(),
@@ -671,11 +869,11 @@ mod tests {
                 vec![ground("green", false, "schema.sql", Some(("green", SHA)))],
             )],
         );
-        let said = pre_commit(&r, &|p| format!("db/{p}"), &["db/schema.sql".into()]);
+        let said = pre_commit(&r, &|p| format!("db/{p}"), &["db/schema.sql".into()], true);
         assert!(!said.blocked);
         assert_eq!(
             said.lines,
-            vec!["evctl: you are changing db/schema.sql, which decision 1f95ec0c16ce guards (green at a245bc4); its check will read stale after this commit"]
+            vec!["evctl: you are changing db/schema.sql, which decision 1f95ec0c16ce guards (green at a245bc4); its check will read stale after this commit: then `evctl reverify 1f95ec0c16ce`"]
         );
     }
 
@@ -691,7 +889,7 @@ mod tests {
         );
         r.tally.gating = 5;
         r.gating_rows = (0..5).map(|i| row("red", &format!("b{i}"))).collect();
-        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()]);
+        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()], true);
         assert!(said.blocked);
         assert_eq!(
             said.lines[0],
@@ -710,11 +908,11 @@ mod tests {
         assert!(said.lines.len() <= 8, "{:?}", said.lines);
         // A binding behind the staleness reference is not cleared by running it again.
         r.gating_rows[0].event_label = "stale:sha".into();
-        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()]);
+        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()], true);
         assert!(
             said.lines
                 .last()
-                .is_some_and(|l| l.contains("needs a new ruling, `evctl supersede`")),
+                .is_some_and(|l| l.contains("`evctl reverify b0` re-verifies at HEAD")),
             "{:?}",
             said.lines
         );
@@ -734,7 +932,7 @@ mod tests {
         let mut r = result(false, ds);
         r.matched_total = 10;
         let staged: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
-        let said = pre_commit(&r, &|p| p.to_string(), &staged);
+        let said = pre_commit(&r, &|p| p.to_string(), &staged, true);
         assert_eq!(said.lines.len(), 5);
         assert_eq!(
             said.lines[0],
@@ -744,7 +942,7 @@ mod tests {
             said.lines[4],
             "evctl: … and 6 more decisions guarding what you are changing: see `evctl guards $(git diff --cached --name-only)`"
         );
-        let few = pre_commit(&r, &|p| p.to_string(), &staged[..2]);
+        let few = pre_commit(&r, &|p| p.to_string(), &staged[..2], true);
         assert!(
             few.lines[4].ends_with("see `evctl guards a b`"),
             "{:?}",
@@ -753,8 +951,81 @@ mod tests {
     }
 
     #[test]
+    fn by_default_a_verdict_elsewhere_is_named_in_one_line_and_does_not_block() {
+        let mut r = result(
+            true,
+            vec![decision(
+                "aaaaaaaaaaaa",
+                &["schema.sql"],
+                vec![ground("green", false, "schema.sql", Some(("green", SHA)))],
+            )],
+        );
+        r.tally.gating = 2;
+        let mut stale = row("stale", "010ceb0a983c");
+        stale.event_label = "stale:sha".into();
+        stale.detail = "verified_at_sha behind live origin".into();
+        r.gating_rows = vec![stale, row("not-run", "bbbbbbbbbbbb")];
+        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()], false);
+        assert!(!said.blocked, "{:?}", said.lines);
+        assert_eq!(
+            said.lines,
+            vec![
+                "evctl: you are changing schema.sql, which decision aaaaaaaaaaaa guards (green at a245bc4); it will read stale after this commit: then `evctl reverify aaaaaaaaaaaa`",
+                "evctl: not blocking: 2 decisions this commit does not touch ask for attention, e.g. stale 010ceb0a983c (verified_at_sha behind the local HEAD): `evctl reverify 010ceb0a983c`",
+            ]
+        );
+        // --strict keeps the store-wide gate.
+        assert!(pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()], true).blocked);
+    }
+
+    #[test]
+    fn by_default_a_failing_test_or_a_gating_guard_of_a_staged_file_blocks() {
+        let mut r = result(true, vec![]);
+        r.tally.gating = 1;
+        r.red_total = 1;
+        r.red_rows = vec![row("red", "cccccccccccc")];
+        r.gating_rows = r.red_rows.clone();
+        let said = pre_commit(&r, &|p| p.to_string(), &["README".into()], false);
+        assert!(said.blocked);
+        assert_eq!(
+            said.lines[0],
+            "evctl: commit blocked: 1 bound test is failing:"
+        );
+        assert_eq!(
+            said.lines[1],
+            "  red cccccccccccc \"decision cccccccccccc\" (ran t)"
+        );
+        assert!(
+            said.lines[2].contains("`evctl check --run`"),
+            "{:?}",
+            said.lines
+        );
+
+        let mut r = result(
+            true,
+            vec![decision(
+                "dddddddddddd",
+                &["schema.sql"],
+                vec![ground("not-run", true, "schema.sql", None)],
+            )],
+        );
+        r.tally.gating = 1;
+        r.decisions[0].grounds[0].detail = "missing: linux-ci".into();
+        let said = pre_commit(&r, &|p| p.to_string(), &["schema.sql".into()], false);
+        assert!(said.blocked);
+        assert_eq!(
+            said.lines[0],
+            "evctl: commit blocked: it changes schema.sql, which decision dddddddddddd \"decision dddddddddddd\" guards (not-run, never run): `evctl check --run --platform linux-ci` where that platform runs"
+        );
+        assert_eq!(
+            said.lines.last().map(String::as_str),
+            Some("evctl: or skip this gate once: git commit --no-verify (or EVCTL_NO_HOOKS=1)")
+        );
+    }
+
+    #[test]
     fn nothing_guarded_and_nothing_gating_says_nothing() {
-        let said = pre_commit(&result(false, vec![]), &|p| p.to_string(), &[]);
+        let said = pre_commit(&result(false, vec![]), &|p| p.to_string(), &[], true);
         assert_eq!(said, Said::default());
     }
 

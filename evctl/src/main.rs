@@ -199,9 +199,23 @@ enum Cmd {
     ///
     /// evctl check [--run [--platform P]] [--exit-on-red] [--offline] [--attest p1,p2]…
     ///
-    /// Verdicts: green; red, gray->red, not-run, stale, unproven, silently-unbound (these gate
-    /// with --exit-on-red); exempt, memo (never gate). --run executes each selector with
-    /// `sh -c` in the repository, here, in your environment, and records a receipt.
+    /// Verdicts of a test-bound ground:
+    ///   green             the latest run on every platform passed (and its counter-test failed)
+    ///   red, gray->red    a run failed (gray: an external runner could not say)
+    ///   not-run           a platform the binding names has no run yet
+    ///   stale             a triggering change landed after the last run, the last run is older
+    ///                     than staleness_days, or a commit since verified_at_sha touched what it
+    ///                     guards (`evctl reverify` re-verifies it at HEAD)
+    ///   unproven          the counter-test agreed with the test: the test proves nothing
+    ///   silently-unbound  a change touched what it guards and its test was not selected
+    ///   dirty             green, but a guarded file has uncommitted changes (never gates)
+    ///   exempt, memo      not this runner's platform; an agent proposal or a detect-only
+    ///                     decision (never gate)
+    /// Evidence rows (a user-ruled ground citing bytes of a file): drifted (the bytes changed),
+    /// out-of-bounds, unreadable, malformed.
+    /// With --exit-on-red, red, gray->red, not-run, stale, unproven, silently-unbound and the
+    /// evidence rows of user-ruled decisions exit 1. --run executes each selector with `sh -c`
+    /// in the repository, here, in your environment, and records a receipt.
     #[command(verbatim_doc_comment)]
     Check(verbs::CheckArgs),
     /// Print one tick's file exactly as stored.

@@ -604,6 +604,9 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
     let t = Target {
         evctl,
         store: store_rel,
+        // A gate installed with `evctl hooks install --strict` stays strict.
+        strict: std::fs::read_to_string(layout.file(Hook::PreCommit))
+            .is_ok_and(|text| hooks::is_strict(&text)),
     };
     let plan = hooks::plan_install(layout, Hook::PreCommit, &t);
     r.say(format!("   {}", layout.describe()));

@@ -148,11 +148,11 @@ fn commit(w: &World, fx: &Fixture, env: &[(&str, &str)], extra: &[&str]) -> Run 
 }
 
 #[test]
-fn a_commit_is_blocked_exactly_when_check_would_fail_and_told_what_it_changes() {
+fn a_strict_gate_blocks_exactly_when_check_would_fail_and_tells_what_it_changes() {
     let w = World::new();
     let fx = fixture(&w, None);
     let p = fx.repo.path();
-    let r = w.evctl(p, &["hooks", "install"]).ok();
+    let r = w.evctl(p, &["hooks", "install", "--strict"]).ok();
     assert!(
         r.stdout
             .contains("pre-commit: installed evctl's hook in .git/hooks/pre-commit"),
@@ -166,7 +166,7 @@ fn a_commit_is_blocked_exactly_when_check_would_fail_and_told_what_it_changes() 
     let r = commit(&w, &fx, &[], &[]);
     assert_eq!(r.code, 0, "{r:?}");
     let said = format!(
-        "evctl: you are changing db/schema.sql, which decision {} guards (dirty; last ran green at {}); its check will read stale after this commit",
+        "evctl: you are changing db/schema.sql, which decision {} guards (dirty; last ran green at {}); its check will read stale after this commit: then `evctl check --run`",
         fx.schema,
         &before[..7]
     );

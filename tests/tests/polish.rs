@@ -708,6 +708,23 @@ fn check_and_hook_read_globals_on_either_side_and_refuse_like_every_verb() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("Usage: evctl check"), "{r:?}");
     assert!(r.stdout.contains("--exit-on-red"), "{r:?}");
+    // Every verdict check can print is named in its help.
+    for label in [
+        "green",
+        "red, gray->red",
+        "not-run",
+        "stale",
+        "unproven",
+        "silently-unbound",
+        "dirty",
+        "exempt, memo",
+        "drifted",
+    ] {
+        assert!(
+            r.stdout.contains(label),
+            "{label} missing from check --help"
+        );
+    }
     let r = w.evctl(repo.path(), &["hook", "no-such-hook"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("invalid value 'no-such-hook'"), "{r:?}");

@@ -266,3 +266,131 @@ fn reverify_refuses_with_the_reason_and_writes_nothing() {
     assert_eq!(statuses, ["needs-run", "refused"], "{v}");
     assert_eq!(v["head"], repo.head().as_str());
 }
+
+/// The loop the product exists for, through real `git commit` with the gate `evctl setup`
+/// installs: record a test-bound decision, commit; change what it guards, commit; follow the
+/// gate's advice literally; commit again. And an unrelated commit right after a new decision
+/// that has never run goes through, its state named in one line.
+#[test]
+fn the_everyday_loop_never_traps_a_commit() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    std::fs::write(p.join("schema.sql"), "create table t(x int);\n").expect("write");
+    commit_all(p, "schema");
+    w.evctl(p, &["setup"]).ok();
+    let config = std::fs::read_to_string(repo.ev_dir().join("config")).expect("config");
+    assert!(
+        config.contains("staleness_ref = \"local-head\""),
+        "{config}"
+    );
+    let id = w
+        .evctl(
+            p,
+            &[
+                "decide",
+                "freeze the schema",
+                "--assume",
+                "schema is frozen",
+                "--assume-test",
+                "test -f schema.sql",
+                "--counter-test",
+                "test -f nope",
+                "--on-platform",
+                "local",
+                "--triggered-by",
+                "schema.sql",
+                "--surface",
+                "db",
+                "--blame",
+                "Wang Yu",
+            ],
+        )
+        .ok()
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("id")
+        .to_string();
+    w.evctl(p, &["check", "--run", "--platform", "local"]).ok();
+    git(p, &["add", "-A"]);
+    let r = w.git(p, &["commit", "-q", "-m", "record decision"]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // A commit touching what the decision guards goes through, and says what comes next.
+    let mut schema = std::fs::read_to_string(p.join("schema.sql")).expect("schema");
+    schema.push_str("-- 2\n");
+    std::fs::write(p.join("schema.sql"), &schema).expect("write");
+    let r = w.git(p, &["commit", "-q", "-am", "change schema"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let advice = format!("then `evctl reverify {id}`");
+    assert!(r.stderr.contains(&advice), "{r:?}");
+    assert_eq!(label_of(&w, &repo, &id).as_deref(), Some("stale"));
+
+    // The next, unrelated commit is not held hostage by that stale decision: it is named, with
+    // the one command that gets it back, and the commit goes through.
+    std::fs::write(p.join("other.txt"), "y\n").expect("write");
+    git(p, &["add", "other.txt"]);
+    let r = w.git(p, &["commit", "-q", "-m", "unrelated"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!("`evctl reverify {id}`")),
+        "the way out is named: {r:?}"
+    );
+    assert!(
+        !r.stderr.contains("behind live origin"),
+        "the reason names the reference used: {r:?}"
+    );
+
+    // The advice, followed literally, gets it green, and commits touching the schema pass.
+    let r = w.evctl(p, &["reverify", &id]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let child = repo.head_file();
+    assert_eq!(label_of(&w, &repo, &child).as_deref(), Some("green"));
+    git(p, &["add", "-A"]);
+    let r = w.git(p, &["commit", "-q", "-m", "reverified"]);
+    assert_eq!((r.code, r.stderr.trim()), (0, ""), "{r:?}");
+
+    // A new decision bound to a test that never ran does not block a commit of other files.
+    w.evctl(
+        p,
+        &[
+            "decide",
+            "keep the readme short",
+            "--assume",
+            "short readme",
+            "--assume-test",
+            "test $(wc -l < README) -lt 50",
+            "--counter-test",
+            "test $(wc -l < README) -ge 50",
+            "--on-platform",
+            "local",
+            "--triggered-by",
+            "README",
+            "--surface",
+            "docs",
+            "--blame",
+            "Wang Yu",
+        ],
+    )
+    .ok();
+    std::fs::write(p.join("other.txt"), "z\n").expect("write");
+    git(p, &["add", "-A"]);
+    let r = w.git(p, &["commit", "-q", "-m", "after a new decision"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("not-run"), "named, not blocking: {r:?}");
+    assert!(r.stderr.contains("`evctl check --run`"), "{r:?}");
+
+    // A failing test still blocks, whatever the commit changes.
+    std::fs::write(p.join("README"), "x\n".repeat(60)).expect("write");
+    w.evctl(p, &["check", "--run", "--platform", "local"]).ok();
+    std::fs::write(p.join("other.txt"), "w\n").expect("write");
+    git(p, &["add", "other.txt"]);
+    let r = w.git(p, &["commit", "-q", "-m", "while red"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("evctl: commit blocked: 1 bound test is failing:"),
+        "{r:?}"
+    );
+}

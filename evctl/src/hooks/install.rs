@@ -23,6 +23,8 @@ pub struct Target {
     pub evctl: Option<String>,
     /// The store's directory relative to the work tree's top (`None`: found from the top).
     pub store: Option<String>,
+    /// The pre-commit gate is store-wide (`evctl hooks install --strict`).
+    pub strict: bool,
 }
 
 /// What installing `hook` takes, given what is there now.
@@ -30,7 +32,7 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
     let path = layout.file(hook);
     let shown = layout.show(&path);
     if layout.in_tree {
-        return plan_line_install(hook, &path, &shown, t.store.as_deref());
+        return plan_line_install(hook, &path, &shown, t.store.as_deref(), t.strict);
     }
     let name = hook.name();
     let aside = chained_path(&layout.dir, hook);
@@ -39,7 +41,13 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
     let write = |chained: bool, message: String| Step::Write {
         hook,
         path: path.clone(),
-        text: script(hook, chained, t.evctl.as_deref(), t.store.as_deref()),
+        text: script(
+            hook,
+            chained,
+            t.evctl.as_deref(),
+            t.store.as_deref(),
+            t.strict,
+        ),
         mode: 0o755,
         message,
     };
@@ -50,7 +58,13 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
         )],
         Found::Missing => vec![write(false, format!("{name}: installed evctl's hook in {shown}"))],
         Found::Text(text, _) if is_ours(&text) => {
-            let want = script(hook, aside_there, t.evctl.as_deref(), t.store.as_deref());
+            let want = script(
+                hook,
+                aside_there,
+                t.evctl.as_deref(),
+                t.store.as_deref(),
+                t.strict,
+            );
             if text == want {
                 vec![Step::Keep {
                     hook,
@@ -108,17 +122,23 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
     }
 }
 
-fn plan_line_install(hook: Hook, path: &Path, shown: &str, store: Option<&str>) -> Vec<Step> {
+fn plan_line_install(
+    hook: Hook,
+    path: &Path,
+    shown: &str,
+    store: Option<&str>,
+    strict: bool,
+) -> Vec<Step> {
     let name = hook.name();
     match look(path) {
         Found::Missing => vec![Step::Write {
             hook,
             path: path.to_path_buf(),
-            text: created_file(hook, store),
+            text: created_file(hook, store, strict),
             mode: 0o755,
             message: format!("{name}: created {shown} holding evctl's one line"),
         }],
-        Found::Text(text, mode) => match (find_line(&text), refresh_line(&text, hook, store)) {
+        Found::Text(text, mode) => match (find_line(&text), refresh_line(&text, hook, store, strict)) {
             (Some(_), None) => vec![Step::Keep {
                 hook,
                 message: format!("{name}: evctl's line is already in {shown}, unchanged"),
@@ -133,7 +153,7 @@ fn plan_line_install(hook: Hook, path: &Path, shown: &str, store: Option<&str>) 
             (None, _) => vec![Step::Write {
                 hook,
                 path: path.to_path_buf(),
-                text: add_line(&text, hook, store),
+                text: add_line(&text, hook, store, strict),
                 mode,
                 message: format!("{name}: added evctl's line to {shown}"),
             }],
@@ -142,14 +162,14 @@ fn plan_line_install(hook: Hook, path: &Path, shown: &str, store: Option<&str>) 
             hook,
             message: format!(
                 "{name}: {shown} is a symlink to {to}; evctl does not edit through links. Add this line to the file it names by hand:\n    {}",
-                tree_line(hook, store, LineFlags::default())
+                tree_line(hook, store, strict, LineFlags::default())
             ),
         }],
         Found::Other(why) => vec![Step::Refuse {
             hook,
             message: format!(
                 "{name}: {shown} {why}; evctl leaves it alone. Add this line to it by hand:\n    {}",
-                tree_line(hook, store, LineFlags::default())
+                tree_line(hook, store, strict, LineFlags::default())
             ),
         }],
     }

@@ -6,7 +6,7 @@
 //! Pure text: it must not touch the filesystem. evctl's own script is `script.rs`'s.
 
 use super::hook::{Hook, LINE_MARK};
-use super::script::store_flag;
+use super::script::invocation;
 
 /// What a hook file evctl creates inside the work tree starts with.
 const CREATED_HEAD: &str = "#!/bin/sh\n";
@@ -21,7 +21,7 @@ pub struct LineFlags {
 }
 
 /// The one line evctl adds to a project's hook file (without its newline).
-pub fn tree_line(hook: Hook, store: Option<&str>, flags: LineFlags) -> String {
+pub fn tree_line(hook: Hook, store: Option<&str>, strict: bool, flags: LineFlags) -> String {
     let name = hook.name();
     let mut mark = LINE_MARK.to_string();
     if flags.created {
@@ -31,8 +31,8 @@ pub fn tree_line(hook: Hook, store: Option<&str>, flags: LineFlags) -> String {
         mark.push_str(", newline added");
     }
     format!(
-        "if command -v evctl >/dev/null 2>&1; then evctl {}hook {name} \"$@\" || exit $?; else echo \"evctl-hooks: evctl is not on PATH: the {name} gate was skipped\" >&2; fi  {mark} (evctl hooks uninstall removes it)",
-        store_flag(store)
+        "if command -v evctl >/dev/null 2>&1; then evctl {}{name} \"$@\" || exit $?; else echo \"evctl-hooks: evctl is not on PATH: the {name} gate was skipped\" >&2; fi  {mark} (evctl hooks uninstall removes it)",
+        invocation(hook, store, strict)
     )
 }
 
@@ -68,7 +68,7 @@ fn ends_script(line: &str) -> bool {
 /// commands run first, and a pre-push's input reaches them first), or just before a final
 /// `exit`/`exec` that would keep it from running. Returns the new text; `text` must not hold the
 /// line yet.
-pub fn add_line(text: &str, hook: Hook, store: Option<&str>) -> String {
+pub fn add_line(text: &str, hook: Hook, store: Option<&str>, strict: bool) -> String {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let last = lines.iter().rposition(|l| {
         let t = l.trim();
@@ -76,7 +76,7 @@ pub fn add_line(text: &str, hook: Hook, store: Option<&str>) -> String {
     });
     if let Some(i) = last.filter(|&i| ends_script(lines[i])) {
         let mut out: String = lines[..i].concat();
-        out.push_str(&tree_line(hook, store, LineFlags::default()));
+        out.push_str(&tree_line(hook, store, strict, LineFlags::default()));
         out.push('\n');
         out.push_str(&lines[i..].concat());
         return out;
@@ -89,25 +89,25 @@ pub fn add_line(text: &str, hook: Hook, store: Option<&str>) -> String {
     if flags.newline_added {
         out.push('\n');
     }
-    out.push_str(&tree_line(hook, store, flags));
+    out.push_str(&tree_line(hook, store, strict, flags));
     out.push('\n');
     out
 }
 
 /// The file evctl creates in the work tree when the project has no `hook` file yet.
-pub fn created_file(hook: Hook, store: Option<&str>) -> String {
+pub fn created_file(hook: Hook, store: Option<&str>, strict: bool) -> String {
     let flags = LineFlags {
         created: true,
         newline_added: false,
     };
-    format!("{CREATED_HEAD}{}\n", tree_line(hook, store, flags))
+    format!("{CREATED_HEAD}{}\n", tree_line(hook, store, strict, flags))
 }
 
 /// `text` with evctl's line brought up to date (same place, same flags); `None` when it already
 /// is, or holds no line.
-pub fn refresh_line(text: &str, hook: Hook, store: Option<&str>) -> Option<String> {
+pub fn refresh_line(text: &str, hook: Hook, store: Option<&str>, strict: bool) -> Option<String> {
     let (range, flags) = find_line(text)?;
-    let want = format!("{}\n", tree_line(hook, store, flags));
+    let want = format!("{}\n", tree_line(hook, store, strict, flags));
     let have = &text[range.clone()];
     if have == want || have.trim_end_matches('\n') == want.trim_end_matches('\n') {
         return None;
@@ -154,7 +154,7 @@ mod tests {
             "",
             "#!/bin/sh\nnpm test\n\n# trailing comment\n",
         ] {
-            let with = add_line(original, Hook::PreCommit, None);
+            let with = add_line(original, Hook::PreCommit, None, false);
             assert!(find_line(&with).is_some(), "{with:?}");
             assert!(
                 with.trim_end()
@@ -166,28 +166,28 @@ mod tests {
                 Some(Removed::Text(original.to_string())),
                 "{original:?}"
             );
-            assert_eq!(refresh_line(&with, Hook::PreCommit, None), None);
+            assert_eq!(refresh_line(&with, Hook::PreCommit, None, false), None);
         }
     }
 
     #[test]
     fn the_line_goes_before_a_final_exit_or_exec() {
         let original = "#!/bin/sh\nnpm test\nexec git lfs pre-push \"$@\"\n";
-        let with = add_line(original, Hook::PrePush, None);
+        let with = add_line(original, Hook::PrePush, None, false);
         let lines: Vec<&str> = with.lines().collect();
         assert!(lines[2].contains("evctl hook pre-push"), "{with}");
         assert_eq!(lines[3], "exec git lfs pre-push \"$@\"");
         assert_eq!(remove_line(&with), Some(Removed::Text(original.into())));
-        let exit = add_line("run\nexit 0\n", Hook::PreCommit, None);
+        let exit = add_line("run\nexit 0\n", Hook::PreCommit, None, false);
         assert!(exit.ends_with("exit 0\n"), "{exit}");
         // A word that merely starts with "exit" is no exit.
-        let not = add_line("exited_already\n", Hook::PreCommit, None);
+        let not = add_line("exited_already\n", Hook::PreCommit, None, false);
         assert!(not.starts_with("exited_already\n"), "{not}");
     }
 
     #[test]
     fn a_created_file_is_deleted_only_while_nothing_else_was_added() {
-        let created = created_file(Hook::PreCommit, Some("sub"));
+        let created = created_file(Hook::PreCommit, Some("sub"), false);
         assert!(created.contains("evctl --store 'sub' hook pre-commit"));
         assert_eq!(remove_line(&created), Some(Removed::Delete));
         let edited = format!("{created}npm test\n");
@@ -199,8 +199,8 @@ mod tests {
 
     #[test]
     fn refreshing_keeps_the_place_and_the_flags() {
-        let with = add_line("npm test", Hook::PreCommit, None);
-        let moved = refresh_line(&with, Hook::PreCommit, Some("sub")).expect("changed");
+        let with = add_line("npm test", Hook::PreCommit, None, false);
+        let moved = refresh_line(&with, Hook::PreCommit, Some("sub"), false).expect("changed");
         assert!(moved.contains("--store 'sub'"));
         assert!(moved.contains("newline added"));
         assert_eq!(remove_line(&moved), Some(Removed::Text("npm test".into())));

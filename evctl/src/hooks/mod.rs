@@ -51,6 +51,6 @@ pub use found::{look, Found};
 pub use hook::{Hook, SKIP_VAR};
 pub use install::{plan_install, Target};
 pub use layout::Layout;
-pub use script::sh_quote;
+pub use script::{is_strict, sh_quote};
 pub use steps::{apply, Step};
 pub use verb::{run, Action};

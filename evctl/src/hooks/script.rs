@@ -18,11 +18,29 @@ pub(super) fn store_flag(store: Option<&str>) -> String {
     store.map_or(String::new(), |s| format!("--store {} ", sh_quote(s)))
 }
 
+/// What a hook runs, up to the hook's name: the store's flags, `hook`, and `--strict` for a
+/// pre-commit gate installed with `evctl hooks install --strict` (store-wide: blocked whenever
+/// `evctl check --exit-on-red` would fail).
+pub(super) fn invocation(hook: Hook, store: Option<&str>, strict: bool) -> String {
+    let strict = if strict && hook == Hook::PreCommit {
+        "--strict "
+    } else {
+        ""
+    };
+    format!("{}hook {strict}", store_flag(store))
+}
+
 /// The whole script evctl writes as `hook` into a hooks directory of its own. `chained`: a
 /// foreign hook was moved aside to `<hook>.evctl-chained` and runs first. `evctl`: the absolute
 /// path of the evctl that installed it, tried when `evctl` is not on `PATH`. `store`: the store's
 /// directory relative to the work tree's top, when it is not found by walking up from there.
-pub fn script(hook: Hook, chained: bool, evctl: Option<&str>, store: Option<&str>) -> String {
+pub fn script(
+    hook: Hook,
+    chained: bool,
+    evctl: Option<&str>,
+    store: Option<&str>,
+    strict: bool,
+) -> String {
     let name = hook.name();
     let mut s = String::new();
     s.push_str("#!/bin/sh\n");
@@ -30,7 +48,8 @@ pub fn script(hook: Hook, chained: bool, evctl: Option<&str>, store: Option<&str
         "{SCRIPT_MARK}the {name} gate of `evctl hooks install`; `evctl hooks uninstall` removes it.\n"
     ));
     s.push_str(match hook {
-        Hook::PreCommit => "# It names the recorded decisions whose checks guard what this commit changes, and\n# blocks the commit exactly when `evctl check --exit-on-red` would fail.\n",
+        Hook::PreCommit if strict => "# It names the recorded decisions whose checks guard what this commit changes, and\n# blocks the commit exactly when `evctl check --exit-on-red` would fail (--strict).\n",
+        Hook::PreCommit => "# It names the recorded decisions whose checks guard what this commit changes, and\n# blocks the commit on a failing test, or on a gating verdict of a decision guarding it.\n",
         Hook::PrePush => "# It names the recorded decisions whose checks guard what this push changes, and blocks\n# the push when one of them has a gating verdict.\n",
     });
     s.push_str(&format!(
@@ -81,7 +100,10 @@ pub fn script(hook: Hook, chained: bool, evctl: Option<&str>, store: Option<&str
         }
     }
     s.push_str("fi\n");
-    let run = format!("\"$evctl\" {}hook {name} \"$@\"", store_flag(store));
+    let run = format!(
+        "\"$evctl\" {}{name} \"$@\"",
+        invocation(hook, store, strict)
+    );
     if stdin_twice {
         s.push_str(&format!("evctl_feed | {run}\n"));
     } else {
@@ -106,6 +128,11 @@ fn sh_unquote(s: &str) -> Option<String> {
             None => return Some(out),
         }
     }
+}
+
+/// Whether evctl's hook `text` (a script or a line) runs the store-wide gate (`--strict`).
+pub fn is_strict(text: &str) -> bool {
+    text.contains(" hook --strict ")
 }
 
 /// What evctl's script `text` was written with: the evctl it falls back to, and the store it
@@ -151,6 +178,7 @@ mod tests {
             false,
             Some("/opt/ev ctl/evctl"),
             Some("sub dir"),
+            false,
         );
         assert!(s.starts_with("#!/bin/sh\n# evctl-hooks: "), "{s}");
         assert!(is_ours(&s));
@@ -162,7 +190,7 @@ mod tests {
         );
         assert!(s.contains("EVCTL_NO_HOOKS"), "{s}");
         assert!(s.contains("git commit --no-verify"), "{s}");
-        let bare = script(Hook::PrePush, false, None, None);
+        let bare = script(Hook::PrePush, false, None, None, false);
         assert!(
             bare.ends_with("exec \"$evctl\" hook pre-push \"$@\"\n"),
             "{bare}"
@@ -175,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_chaining_pre_push_reads_its_input_once_and_feeds_both() {
-        let s = script(Hook::PrePush, true, None, None);
+        let s = script(Hook::PrePush, true, None, None, false);
         assert!(chains(&s));
         let read = s.find("evctl_input=$(cat)").expect("reads stdin");
         let chained = s
@@ -186,7 +214,7 @@ mod tests {
             .expect("feeds evctl");
         let skip = s.find("EVCTL_NO_HOOKS:-").expect("skip");
         assert!(read < chained && chained < skip && skip < ours, "{s}");
-        let pc = script(Hook::PreCommit, true, None, None);
+        let pc = script(Hook::PreCommit, true, None, None, false);
         assert!(pc.contains("    \"${0%/*}/pre-commit.evctl-chained\" \"$@\" || exit $?\n"));
         assert!(!pc.contains("evctl_input"));
     }
@@ -200,7 +228,7 @@ mod tests {
         ] {
             for hook in Hook::ALL {
                 for chained in [false, true] {
-                    let text = script(hook, chained, evctl, store);
+                    let text = script(hook, chained, evctl, store, false);
                     assert_eq!(
                         script_params(&text),
                         (evctl.map(str::to_string), store.map(str::to_string)),

@@ -9,7 +9,7 @@ use super::found::{chained_path, look, Found};
 use super::hook::{Hook, CHAINED_SUFFIX};
 use super::layout::Layout;
 use super::line::find_line;
-use super::script::{chains, is_ours, script, script_params};
+use super::script::{chains, is_ours, is_strict, script, script_params};
 
 /// One hook's state, as `status` reports it.
 #[derive(Debug, Clone, Serialize)]
@@ -41,7 +41,13 @@ pub fn state_of(layout: &Layout, hook: Hook) -> HookState {
         match look(&path) {
             Found::Text(text, _) if is_ours(&text) => {
                 let (evctl, store) = script_params(&text);
-                let want = script(hook, chains(&text), evctl.as_deref(), store.as_deref());
+                let want = script(
+                    hook,
+                    chains(&text),
+                    evctl.as_deref(),
+                    store.as_deref(),
+                    is_strict(&text),
+                );
                 let shown = match &store {
                     Some(s) => format!("{shown}, gating the store in {s}"),
                     None => shown,

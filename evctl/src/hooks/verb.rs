@@ -29,6 +29,11 @@ pub struct Which {
     /// Both.
     #[arg(long)]
     pub all: bool,
+    /// (install) A store-wide pre-commit gate: block whenever `evctl check --exit-on-red`
+    /// would fail, whatever the commit changes. Default: block on a failing test, or on a
+    /// gating verdict of a decision guarding what the commit changes.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 impl Which {
@@ -98,6 +103,7 @@ impl Here {
                 .ok()
                 .and_then(|p| p.to_str().map(str::to_string)),
             store: None,
+            strict: false,
         };
         if store_found {
             let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
@@ -165,7 +171,7 @@ fn refusal(message: String, json: bool) -> Out {
 /// Run one `evctl hooks …` action.
 pub fn run(s: &Session, action: Action) -> Out {
     let json = s.json;
-    let here = match Here::of(s) {
+    let mut here = match Here::of(s) {
         Ok(h) => h,
         Err(e) => return refusal(e, json),
     };
@@ -201,6 +207,7 @@ pub fn run(s: &Session, action: Action) -> Out {
                 &Hook::ALL
             });
             let mut steps = Vec::new();
+            here.target.strict = install && which.strict;
             for h in hooks {
                 let plan = if install {
                     plan_install(&here.layout, h, &here.target)
@@ -260,6 +267,7 @@ mod tests {
             pre_commit: pc,
             pre_push: pp,
             all,
+            strict: false,
         };
         assert_eq!(
             w(false, false, false).hooks(&[Hook::PreCommit]),

@@ -321,6 +321,8 @@ pub mod tests {
             matched_total: decisions.len(),
             decisions,
             gating_rows: vec![],
+            red_rows: vec![],
+            red_total: 0,
             warnings: vec![],
             evidence: vec![],
         }

@@ -116,7 +116,7 @@ pub fn check_with(
     }
     evidence_rows(r, style, &mut out);
     let note_after_run = if r.ran {
-        colocation_note(labels.iter().map(String::as_str))
+        colocation_note(labels.iter().map(String::as_str), &r.staleness_ref.policy)
     } else {
         None
     };
@@ -196,8 +196,13 @@ fn evidence_rows(r: &proto::rpc::CheckResult, style: Style, out: &mut Out) {
 
 /// After `check --run`: when the rows are stuck (some `stale`, `not-run` or `unproven`) and none
 /// resolved to `green` or `red`, the runs could not settle anything, which is what happens when
-/// the git state read is not the guarded code's. Every other label counts as neither.
-pub fn colocation_note<'a>(labels: impl IntoIterator<Item = &'a str>) -> Option<&'static str> {
+/// the git state read is not the guarded code's. Every other label counts as neither. Under the
+/// `local-head` policy (`policy`) upstream's advice to set it is already followed: what keeps a
+/// row stale there is a commit since it was verified, which `evctl reverify` answers.
+pub fn colocation_note<'a>(
+    labels: impl IntoIterator<Item = &'a str>,
+    policy: &str,
+) -> Option<&'static str> {
     let (mut stuck, mut resolved) = (false, false);
     for label in labels {
         match label {
@@ -205,6 +210,11 @@ pub fn colocation_note<'a>(labels: impl IntoIterator<Item = &'a str>) -> Option<
             "green" | "red" => resolved = true,
             _ => {}
         }
+    }
+    if policy == "local-head" {
+        return (stuck && !resolved).then_some(
+            "note: ran the bound checks but none resolved pass/fail (all stale / not-run / unproven) — a decision verified at an older commit stays stale however often it runs: `evctl reverify` re-verifies it at HEAD",
+        );
     }
     (stuck && !resolved).then_some(
         "note: ran the bound checks but none resolved pass/fail (all stale / not-run / unproven) — evctl reads git state from this directory; if the ledger is separate from the guarded code, run evctl in the working tree, or set staleness_ref = local-head",
@@ -239,13 +249,17 @@ mod tests {
             (&[], false),
         ] {
             assert_eq!(
-                colocation_note(labels.iter().copied()).is_some(),
+                colocation_note(labels.iter().copied(), "live-origin").is_some(),
                 note,
                 "{labels:?}"
             );
         }
-        let text = colocation_note(["stale"]).unwrap_or_default();
+        let text = colocation_note(["stale"], "live-origin").unwrap_or_default();
         assert!(text.contains("— evctl reads git state"), "{text}");
         assert!(text.contains("run evctl in the working tree"), "{text}");
+        // A setting already in force is never advised.
+        let text = colocation_note(["stale"], "local-head").unwrap_or_default();
+        assert!(!text.contains("staleness_ref"), "{text}");
+        assert!(text.contains("`evctl reverify`"), "{text}");
     }
 }

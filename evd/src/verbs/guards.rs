@@ -169,6 +169,19 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
     } else {
         Vec::new()
     };
+    // Failing tests, counted wherever they are.
+    let mut red_rows = Vec::new();
+    let mut red_total = 0;
+    for p in &e.eval.parts {
+        for r in p.kept_rows().iter() {
+            if r.gating && matches!(&*r.label, "red" | "gray->red") {
+                red_total += 1;
+                if red_rows.len() < GATING_ROWS {
+                    red_rows.push(p.row(r));
+                }
+            }
+        }
+    }
     let evidence = crate::ledger::evidence::marker_rows(
         &mut store.store,
         &mut store.evidence,
@@ -190,6 +203,8 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
         decisions,
         matched_total,
         gating_rows,
+        red_rows,
+        red_total,
         warnings: e.warnings,
     })
 }

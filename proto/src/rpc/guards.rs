@@ -109,6 +109,13 @@ pub struct GuardsResult {
     /// pre-commit gate names when it blocks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gating_rows: Vec<CheckRow>,
+    /// The store's gating verdicts of failing tests (`red`, `gray->red`): the first ones in
+    /// check order (at most [`GATING_ROWS`]), and how many there are in all. A failing test
+    /// blocks a commit whatever it changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub red_rows: Vec<CheckRow>,
+    #[serde(default)]
+    pub red_total: usize,
     #[serde(default)]
     pub warnings: Vec<Warning>,
     /// Current decisions whose cited evidence no longer holds (as `check` reads them); with
