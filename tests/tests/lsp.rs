@@ -83,7 +83,8 @@ fn start(w: &World, repo: &Repo, env: &[(&str, &str)]) -> LspClient {
             "ev.checkRun",
             "ev.verify",
             "ev.decide",
-            "ev.cite"
+            "ev.cite",
+            "ev.reverify"
         ]),
         "{init}"
     );
@@ -442,4 +443,79 @@ fn every_request_is_answered_and_lost_framing_is_said_on_stderr() {
             "{bad_length:?}: {said}"
         );
     }
+}
+
+/// A decision a commit made stale (the store reads staleness against the local HEAD) is offered
+/// "re-verify … at HEAD" on the file it guards; the command runs its tests here and records it
+/// verified at HEAD, and its diagnostic turns.
+#[test]
+fn a_decision_a_commit_made_stale_is_reverified_from_the_editor() {
+    let w = World::new();
+    let repo = setup(&w, &[]);
+    let p = repo.path();
+    let config = repo.ev_dir().join("config");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, text.replace("\"none\"", "\"local-head\"")).expect("config");
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "decisions"]);
+    std::fs::write(p.join("db/schema.sql"), "create table t(x int, y int);\n").expect("write");
+    git(p, &["commit", "-q", "-am", "a column"]);
+    let tick = tick_of(&w, &repo, "freeze the schema");
+    let stale = w.evctl(p, &["check"]).ok();
+    assert!(
+        stale.stdout.contains(&format!("stale\t{tick}")),
+        "{stale:?}"
+    );
+
+    let mut c = start(&w, &repo, &[]);
+    let schema = file_uri(&p.join("db/schema.sql"));
+    c.wait_for(WAIT, |v| {
+        diagnostics_for(v, &schema).is_some_and(|d| {
+            d.iter()
+                .any(|d| d["message"].as_str().is_some_and(|m| m.contains("stale")))
+        })
+    })
+    .expect("the stale decision's diagnostic");
+    let actions = c
+        .call(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": schema},
+                   "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+                   "context": {"diagnostics": []}}),
+            WAIT,
+        )
+        .expect("actions");
+    let offered = actions["result"]
+        .as_array()
+        .expect("actions")
+        .iter()
+        .find(|a| a["command"] == "ev.reverify")
+        .cloned()
+        .unwrap_or_else(|| panic!("no re-verify action: {actions}"));
+    assert_eq!(
+        offered["title"],
+        "ev: re-verify \"freeze the schema\" at HEAD"
+    );
+    assert_eq!(offered["arguments"][0]["tick"], tick.as_str());
+
+    let r = c
+        .call(
+            "workspace/executeCommand",
+            json!({"command": "ev.reverify", "arguments": offered["arguments"]}),
+            WAIT,
+        )
+        .expect("answer");
+    let outcome = &r["result"]["outcomes"][0];
+    assert_eq!(outcome["status"], "reverified", "{r}");
+    let child = outcome["child_id"]
+        .as_str()
+        .expect("a child written")
+        .to_string();
+    shown_saying(&mut c, 0, "ev reverify: 1 decision(s) re-verified at HEAD");
+    let green = w.evctl(p, &["check"]).ok();
+    assert!(
+        green.stdout.contains(&format!("green\t{child}")),
+        "{green:?}"
+    );
+    assert_eq!(c.finish(WAIT), Some(1), "stdin closed without a shutdown");
 }

@@ -6,6 +6,10 @@
 //! - `ev.checkRun` `{"tick"?, "platform"?}`: `check --run` for one decision's tests (every
 //!   decision's without `tick`), executed here, in the language server's process and
 //!   environment (the editor's), never in evd; then a check.
+//! - `ev.reverify` `{"tick"?, "platform"?}`: `evctl reverify` for one decision (every one a
+//!   commit made stale without `tick`): its missing tests run here, then evd records it verified
+//!   at HEAD. Offered as a code action on a file guarded by a decision that reads stale because
+//!   a commit touched what it guards.
 //! - `ev.verify`: `ev.verify`.
 //! - `ev.decide` `{"args": [...]}`: `evctl decide` with exactly these tokens (the decision, then
 //!   its flags). `{"triggered_by": [...]}` without `args` opens a draft instead: a small text file
@@ -36,7 +40,8 @@ pub const CHECK_RUN: &str = "ev.checkRun";
 pub const VERIFY: &str = "ev.verify";
 pub const DECIDE: &str = "ev.decide";
 pub const CITE: &str = "ev.cite";
-pub const ALL: [&str; 5] = [CHECK, CHECK_RUN, VERIFY, DECIDE, CITE];
+pub const REVERIFY: &str = "ev.reverify";
+pub const ALL: [&str; 6] = [CHECK, CHECK_RUN, VERIFY, DECIDE, CITE, REVERIFY];
 
 /// Lenses and actions name at most this many decisions of one file.
 const MAX_OFFERED: usize = 10;
@@ -135,6 +140,22 @@ pub fn actions(
             .filter(|d| d.worst_ground(Some(rel)).is_some())
             .take(MAX_OFFERED)
         {
+            // Stale because a commit touched what it guards: running the tests alone would not
+            // clear it.
+            let behind = d
+                .grounds
+                .iter()
+                .any(|g| g.label.starts_with("stale") && g.detail.contains("verified_at_sha"));
+            if behind {
+                out.push(CodeActionOrCommand::Command(command(
+                    format!(
+                        "ev: re-verify {} at HEAD",
+                        proto::json::q(&clip(&d.decision, 60))
+                    ),
+                    REVERIFY,
+                    json!({"tick": d.tick_id}),
+                )));
+            }
             out.push(CodeActionOrCommand::Command(command(
                 format!(
                     "ev: run the tests of {}",
@@ -283,6 +304,12 @@ impl Runner {
                 self.check(Some((tick, platform))).await
             }
             VERIFY => self.verify().await,
+            REVERIFY => {
+                let tick = str_arg(&job.arg, "tick")?;
+                let platform =
+                    str_arg(&job.arg, "platform")?.unwrap_or_else(|| self.config.platform.clone());
+                self.reverify(tick, platform).await
+            }
             CITE => {
                 let path = str_arg(&job.arg, "path")?
                     .ok_or_else(|| invalid("path is required (store-relative)"))?;
@@ -383,6 +410,52 @@ impl Runner {
             "rows": rows,
             "warnings": warnings,
         }))
+    }
+
+    /// `ev.reverify`: `evctl reverify` for `tick` (all that a commit made stale without it).
+    async fn reverify(&mut self, tick: Option<String>, platform: String) -> Result<Value, Failed> {
+        let mut s = self.session();
+        let how = verbs::How {
+            platform: &platform,
+            dry_run: false,
+            detached: true,
+            limit: Some(self.config.test_limit),
+        };
+        let ids: Vec<String> = tick.into_iter().collect();
+        let r = verbs::reverified(&mut s, &ids, &how)
+            .await
+            .map_err(failed)?;
+        use proto::rpc::ReverifyStatus as S;
+        let left: Vec<String> = r
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o.status, S::Refused | S::NeedsRun))
+            .map(|o| {
+                format!(
+                    "{}: {}",
+                    o.id,
+                    o.reason.as_deref().unwrap_or("not re-verified")
+                )
+            })
+            .collect();
+        let done = r.outcomes.iter().filter(|o| o.child_id.is_some()).count();
+        let (kind, said) = match (done, left.first()) {
+            (_, Some(why)) => (
+                MessageType::WARNING,
+                format!("ev reverify: {done} re-verified at HEAD; not re-verified: {why}"),
+            ),
+            (0, None) => (
+                MessageType::INFO,
+                "ev reverify: nothing to re-verify".to_string(),
+            ),
+            (n, None) => (
+                MessageType::INFO,
+                format!("ev reverify: {n} decision(s) re-verified at HEAD"),
+            ),
+        };
+        self.show(kind, said);
+        serde_json::to_value(&r)
+            .map_err(|e| (lsp_server::ErrorCode::InternalError as i32, e.to_string()))
     }
 
     async fn verify(&mut self) -> Result<Value, Failed> {

@@ -37,5 +37,5 @@ pub use guards::{ask_guards, guards};
 pub use proposals::{pending, ratify};
 pub use recall::{brief, reopen, why};
 pub use record::{decide, propose, supersede};
-pub use reverify::{reverify, ReverifyArgs};
+pub use reverify::{reverified, reverify, How, ReverifyArgs};
 pub use store::{audit, init, list, log, show, verify};

@@ -29,52 +29,72 @@ pub struct ReverifyArgs {
 }
 
 pub async fn reverify(s: &mut Session, a: ReverifyArgs) -> Out {
+    let json = s.json;
+    let how = How {
+        platform: &a.platform,
+        dry_run: a.dry_run,
+        // With --json, our stdout is the answer's: the tests' output goes to stderr.
+        detached: json,
+        limit: None,
+    };
+    match reverified(s, &a.ids, &how).await {
+        Ok(r) => render::reverify(&r, a.dry_run, &a.platform, json),
+        Err(e) => render::refusal(&e, json),
+    }
+}
+
+/// How a re-verification runs the tests it lacks (see [`TestRun`]).
+pub struct How<'a> {
+    pub platform: &'a str,
+    /// Run nothing, write nothing: what would be done.
+    pub dry_run: bool,
+    pub detached: bool,
+    pub limit: Option<std::time::Duration>,
+}
+
+/// Re-verify `ids` (none: every decision a commit made stale): ask evd what a re-verification at
+/// HEAD lacks, run the missing tests of `how.platform` here, then have evd record what holds.
+/// Test warnings go to stderr. The language server's `ev.reverify` calls this too.
+pub async fn reverified(
+    s: &mut Session,
+    ids: &[String],
+    how: &How<'_>,
+) -> Result<ReverifyResult, Refusal> {
     let mut ctx = verdict_context(s, false);
     let root = s.root(true);
     if ctx.git.head.is_none() {
         ctx.git.head = crate::context::git(&root, &["rev-parse", "HEAD"]);
     }
-    let plan = match ask(s, &ctx, &a.ids, true).await {
-        Ok(p) => p,
-        Err(e) => return render::refusal(&e, s.json),
-    };
-    if a.dry_run {
-        let json = s.json;
-        return render::reverify(&plan, true, &a.platform, json);
+    let plan = ask(s, &ctx, ids, true).await?;
+    if how.dry_run {
+        return Ok(plan);
     }
     // The runs at HEAD this platform can make, for the decisions that lack one.
     let to_run: Vec<&str> = plan
         .outcomes
         .iter()
         .filter(|o| o.status == ReverifyStatus::NeedsRun)
-        .filter(|o| o.missing.iter().any(|m| m.platform == a.platform))
+        .filter(|o| o.missing.iter().any(|m| m.platform == how.platform))
         .map(|o| o.id.as_str())
         .collect();
     for id in &to_run {
-        let how = TestRun {
-            platform: &a.platform,
+        let run = TestRun {
+            platform: how.platform,
             tick: Some(id),
-            detached: s.json,
-            limit: None,
+            detached: how.detached,
+            limit: how.limit,
         };
-        if let Err(e) = run_tests(s, &ctx, &how, &mut |w| eprintln!("{w}")).await {
-            return render::refusal(&e, s.json);
-        }
+        run_tests(s, &ctx, &run, &mut |w| eprintln!("{w}")).await?;
     }
     let wanted = plan
         .outcomes
         .iter()
         .any(|o| o.status == ReverifyStatus::Reverified || to_run.contains(&o.id.as_str()));
-    let done: ReverifyResult = if wanted {
-        match ask(s, &ctx, &a.ids, false).await {
-            Ok(r) => r,
-            Err(e) => return render::refusal(&e, s.json),
-        }
+    if wanted {
+        ask(s, &ctx, ids, false).await
     } else {
-        plan
-    };
-    let json = s.json;
-    render::reverify(&done, false, &a.platform, json)
+        Ok(plan)
+    }
 }
 
 /// One `ev.reverify` call (a write, with a request id of its own).
