@@ -983,6 +983,9 @@ fn check_run_of_a_harvested_binding_and_outside_git_match_upstream() {
 #[test]
 fn no_store_and_the_in_process_fallback_match_upstream() {
     let t = Twins::new(NONE_POLICY);
+    // Our side's daemon owns that store: stopped first, so that nothing it keeps for the next
+    // start lands in the directory while it is being removed.
+    t.w.stop_daemon();
     for d in t.dirs() {
         std::fs::remove_dir_all(d.join(".evolving")).expect("rm");
     }

@@ -310,10 +310,11 @@ fn a_decision_whose_evidence_drifts_resurfaces_in_check_and_gates_when_user_rule
     let commit = w.git(r.path(), &["commit", "-q", "-m", "new numbers"]);
     assert_ne!(commit.code, 0, "{commit:?}");
     assert!(
-        commit
+        commit.stderr.contains(&format!(
+            "evctl: commit blocked: the evidence {ruled_id} cites (bench/p99.txt bytes "
+        )) && commit
             .stderr
-            .contains("evidence of 1 user-ruled decision no longer holds")
-            && commit.stderr.contains(&ruled_id),
+            .contains(&format!("`evctl supersede {ruled_id}`")),
         "{commit:?}"
     );
 
