@@ -96,7 +96,42 @@ pub fn man(cmd: Command, dir: Option<PathBuf>, json: bool) -> Out {
         }
         out.line(path.display().to_string());
     }
+    if let Some(hint) = manpath_hint(&dir) {
+        out.err(hint);
+    }
     out
+}
+
+/// When `man` would not look where the pages were written (`dir`, a `man1` directory), the line
+/// that says how to make it: `man` searches the `MANPATH` it reports (`manpath`), which a fresh
+/// shell may not derive from `PATH` for a directory under the home.
+fn manpath_hint(dir: &Path) -> Option<String> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    let base = if dir.file_name().is_some_and(|n| n == "man1") {
+        dir.parent()?.to_path_buf()
+    } else {
+        dir.clone()
+    };
+    let searched = evd::api::shared::child::output(
+        std::process::Command::new("manpath").arg("-q"),
+        std::time::Duration::from_secs(5),
+    )
+    .ok()
+    .filter(|o| o.status.success())
+    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let found = searched.as_deref().is_some_and(|paths| {
+        paths
+            .split(':')
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .any(|p| p == base)
+    });
+    (!found).then(|| {
+        format!(
+            "evctl: `man` does not look in {} yet: run `export MANPATH=\"{}:$(manpath -q)\"` (and put it in your shell's startup file), then `man evctl`",
+            base.display(),
+            base.display()
+        )
+    })
 }
 
 fn cannot_write(path: &Path, e: &std::io::Error, json: bool) -> Out {

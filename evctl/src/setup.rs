@@ -192,8 +192,15 @@ printf '%s\n' "$brief"
     )
 }
 
-/// The command the agent's settings run at session start.
-pub fn session_command(hook: &Path) -> String {
+/// The command the agent's settings run at session start: the hook by its path from the
+/// project directory, which the agent exports as `CLAUDE_PROJECT_DIR` to its hooks, so the
+/// settings file means the same in every clone once committed.
+pub fn session_command() -> String {
+    format!("sh \"$CLAUDE_PROJECT_DIR/{SESSION_HOOK_PATH}\"")
+}
+
+/// The command an earlier evctl wired: the hook by its absolute path (still counts as wired).
+fn absolute_session_command(hook: &Path) -> String {
     format!("sh \"{}\"", hook.display())
 }
 
@@ -553,7 +560,7 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
             &format!("the session-start brief ({SESSION_HOOK_PATH})"),
         );
     }
-    let command = session_command(&hook);
+    let command = session_command();
     let settings = target.join(SETTINGS_PATH);
     match hooks::look(&settings) {
         hooks::Found::Missing if r.dry_run => {
@@ -578,7 +585,10 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
             r.say(format!("   ✓ session-start brief wired ({SETTINGS_PATH})"));
             r.did("wired|wire", &format!("the brief in {SETTINGS_PATH}"));
         }
-        hooks::Found::Text(t, _) if settings_wired(&t, &command) => {
+        hooks::Found::Text(t, _)
+            if settings_wired(&t, &command)
+                || settings_wired(&t, &absolute_session_command(&hook)) =>
+        {
             r.say(format!(
                 "   ✓ {SETTINGS_PATH} already runs the session-start brief"
             ));
@@ -679,8 +689,11 @@ mod tests {
 
     #[test]
     fn settings_are_wired_once_and_recognised() {
-        let cmd = session_command(Path::new("/r/.claude/hooks/ev-brief-sessionstart.sh"));
-        assert_eq!(cmd, "sh \"/r/.claude/hooks/ev-brief-sessionstart.sh\"");
+        let cmd = session_command();
+        assert_eq!(
+            cmd,
+            "sh \"$CLAUDE_PROJECT_DIR/.claude/hooks/ev-brief-sessionstart.sh\""
+        );
         let text = settings_text(&cmd);
         assert!(text.ends_with("}\n"));
         assert!(settings_wired(&text, &cmd));

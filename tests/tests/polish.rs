@@ -733,3 +733,39 @@ fn check_and_hook_read_globals_on_either_side_and_refuse_like_every_verb() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.trim_start().starts_with('{'), "{r:?}");
 }
+
+/// `man --dir` into a fresh home: `man` does not look there, so evctl prints the MANPATH line
+/// that makes it, and with that line `man` finds the page.
+#[test]
+fn man_pages_written_under_a_fresh_home_say_how_man_finds_them() {
+    let home = tempfile::tempdir().expect("home");
+    let dir = home.path().join(".local/share/man/man1");
+    let out = Command::new(bin("evctl"))
+        .args(["man", "--dir"])
+        .arg(&dir)
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("MANPATH")
+        .env("EVD_NO_DAEMON", "1")
+        .output()
+        .expect("evctl man");
+    let r = Run::from(out);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(dir.join("evctl.1").is_file());
+    let base = std::fs::canonicalize(home.path().join(".local/share/man")).expect("canon");
+    let line = format!("export MANPATH=\"{}:$(manpath -q)\"", base.display());
+    assert!(r.stderr.contains(&line), "{r:?}");
+    if on_path("man") && on_path("manpath") {
+        let script = format!("{line}; man -w evctl");
+        let out = Command::new("sh")
+            .args(["-c", &script])
+            .env("HOME", home.path())
+            .env("PATH", "/usr/bin:/bin")
+            .env_remove("MANPATH")
+            .output()
+            .expect("man");
+        let found = Run::from(out);
+        assert_eq!(found.code, 0, "{found:?}");
+        assert!(found.stdout.trim().ends_with("/man1/evctl.1"), "{found:?}");
+    }
+}

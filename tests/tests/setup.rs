@@ -94,13 +94,29 @@ fn a_fresh_repository_is_set_up_and_a_second_run_changes_nothing() {
         &std::fs::read_to_string(p.join(".claude/settings.json")).expect("settings"),
     )
     .expect("json");
+    // By its path from the project directory: the same in every clone once committed.
+    let command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("command")
+        .to_string();
     assert_eq!(
-        settings["hooks"]["SessionStart"][0]["hooks"][0]["command"],
-        format!(
-            "sh \"{}\"",
-            top.join(".claude/hooks/ev-brief-sessionstart.sh").display()
-        )
+        command,
+        "sh \"$CLAUDE_PROJECT_DIR/.claude/hooks/ev-brief-sessionstart.sh\""
     );
+    assert!(!command.contains(&top.display().to_string()), "{command}");
+    // Run as the agent runs it: by a shell, from anywhere, with the project directory set.
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    let r = Run::from(
+        w.command("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(elsewhere.path())
+            .env("CLAUDE_PROJECT_DIR", p)
+            .env("PATH", path_with_evctl())
+            .output()
+            .expect("sh"),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
     let gate = std::fs::read_to_string(p.join(".git/hooks/pre-commit")).expect("gate");
     assert!(gate.contains("# evctl-hooks: "), "{gate}");
 
