@@ -60,8 +60,25 @@ pub fn call_error(e: ClientError) -> Refusal {
         other => Refusal::new(
             codes::IO,
             "daemon_unreachable",
-            format!("evd did not answer: {other}"),
+            format!("evd did not answer: {}", transport_said(&other)),
         ),
+    }
+}
+
+/// A transport failure in evctl's own words (the client library's are about its internals).
+pub fn transport_said(e: &ClientError) -> String {
+    match e {
+        ClientError::RestartNeeded(_) => {
+            "the connection to evd was lost (evd stopped, was killed, or was restarted)".into()
+        }
+        ClientError::RequestTimeout => format!(
+            "no answer within {} s (EVCTL_TIMEOUT_MS sets how long evctl waits)",
+            client::call_timeout().as_secs()
+        ),
+        ClientError::Transport(t) => format!("the connection to evd failed ({t})"),
+        ClientError::ParseError(p) => format!("its answer could not be read ({p})"),
+        ClientError::Call(obj) => obj.message().to_string(),
+        other => format!("the connection to evd failed ({other})"),
     }
 }
 
@@ -358,8 +375,9 @@ impl Session {
                 Some(Err(e)) if unavailable(&e) && attempt < RETRIES => {
                     attempt += 1;
                     eprintln!(
-                        "evctl: evd did not answer this write ({e}); asking again with the same \
-                         request id, so it is applied at most once"
+                        "evctl: evd did not answer this write ({}); asking again with the same \
+                         request id, so it is applied at most once",
+                        transport_said(&e)
                     );
                     self.conn = None;
                 }
@@ -368,10 +386,11 @@ impl Session {
                         codes::IO,
                         "daemon_unreachable",
                         format!(
-                            "evd did not answer this write after {} tries ({e}) — it may have been \
+                            "evd did not answer this write after {} tries ({}) — it may have been \
                              recorded: look with `evctl log` (or `evctl status`) before running it \
                              again",
-                            RETRIES + 1
+                            RETRIES + 1,
+                            transport_said(&e)
                         ),
                     ))
                 }

@@ -447,3 +447,21 @@ fn a_crashed_write_nobody_retries_is_journaled_as_recovered_by_the_next_daemon()
     assert_eq!(chain(&repo).len(), 1);
     w.stop_daemon();
 }
+
+/// A write whose daemon dies before answering is said in evctl's own words, never the client
+/// library's ("The background task closed …; restart required").
+#[test]
+fn a_write_whose_daemon_dies_is_said_in_evctls_words() {
+    let w = World::with_env(&[("FAILPOINTS", "append.tick_durable=return")]);
+    let repo = Repo::new();
+    w.evctl(repo.path(), &["init"]).ok();
+    let r = w.evctl(
+        repo.path(),
+        &["decide", "x", "--assume", "a", "--blame", "b"],
+    );
+    assert!(r.stderr.contains("the connection to evd was lost"), "{r:?}");
+    assert!(
+        !r.stderr.contains("background task") && !r.stderr.contains("restart required"),
+        "{r:?}"
+    );
+}
