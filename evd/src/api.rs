@@ -41,6 +41,9 @@ pub mod shared {
     pub use crate::ledger::run_id;
     pub use crate::store::{config, lock};
     pub use crate::sys::{beneath, child, fsio, paths, process};
+    /// The file under `results/` saying the store's live-origin reference could not be
+    /// resolved (and that `check` said so once).
+    pub use crate::verbs::check::{NO_UPSTREAM_SAID, NO_UPSTREAM_WARNING};
     /// The most paths one `ev.guards` request may name.
     pub use crate::verbs::guards::MAX_PATHS as MAX_GUARDED_PATHS;
     /// Lines a client prints for `migrate`'s answers, the same whoever answered.

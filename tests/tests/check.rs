@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use evd_e2e::{Run, TempDir, World};
+use evd_e2e::{Repo, Run, TempDir, World};
 
 const DATE: &str = "2026-01-01T00:00:00Z";
 
@@ -127,11 +127,18 @@ impl Twins {
         self.head();
     }
 
+    /// Both sides' answers. One deliberate deviation is taken out first: upstream warns that the
+    /// live-origin reference cannot be resolved on every check, evctl once per store (see
+    /// `the_no_upstream_warning_is_said_once_per_store`), so the line is compared only when
+    /// ours says it.
     fn run_both(&self, env: &[(&str, &str)], args: &[&str]) -> (Run, Run) {
-        (
-            self.w.evctl_env(self.ours.path(), env, args),
-            self.w.ev_env(self.theirs.path(), env, args),
-        )
+        let ours = self.w.evctl_env(self.ours.path(), env, args);
+        let mut theirs = self.w.ev_env(self.theirs.path(), env, args);
+        let warning = format!("{}\n", evd::api::shared::NO_UPSTREAM_WARNING);
+        if !ours.stderr.contains(&warning) {
+            theirs.stderr = theirs.stderr.replace(&warning, "");
+        }
+        (ours, theirs)
     }
 
     fn step_env(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
@@ -819,6 +826,14 @@ fn check_run_warns_when_a_counter_test_does_not_flip_like_upstream() {
     ] {
         t.step_masked(args);
     }
+    // evctl says the staleness-reference warning once per store: forgotten here, so that this
+    // run says it again and its place after the run's own warnings is compared.
+    let said = t
+        .ours
+        .path()
+        .join(".evolving/results")
+        .join(evd::api::shared::NO_UPSTREAM_SAID);
+    std::fs::remove_file(&said).expect("said once already");
     let r = t.step_masked(&["check", "--run"]);
     let lines: Vec<&str> = r.stderr.lines().collect();
     let flips: Vec<&str> = lines
@@ -1048,4 +1063,59 @@ fn state_files_follow_the_last_check_whatever_its_flags() {
         t.step(args);
         t.same_results();
     }
+}
+
+/// A repository without a remote hears that its live-origin reference cannot be resolved once,
+/// not on every check (upstream says it every time); `status` names it meanwhile, and once an
+/// upstream was resolved and lost again it is said again.
+#[test]
+fn the_no_upstream_warning_is_said_once_per_store() {
+    let w = World::new();
+    let repo = Repo::new();
+    let p = repo.path();
+    w.evctl(p, &["init"]).ok();
+    std::fs::write(
+        repo.ev_dir().join("config"),
+        "staleness_ref = \"live-origin\"\n",
+    )
+    .expect("config");
+    let warning = evd::api::shared::NO_UPSTREAM_WARNING;
+    let first = w.evctl(p, &["check"]);
+    assert!(first.stderr.contains(warning), "{first:?}");
+    let second = w.evctl(p, &["check"]);
+    assert!(!second.stderr.contains(warning), "{second:?}");
+    let in_process = w.evctl_env(p, &[("EVD_NO_DAEMON", "1")], &["check"]);
+    assert!(!in_process.stderr.contains(warning), "{in_process:?}");
+    let status = w.evctl(p, &["status"]).ok();
+    assert!(
+        status
+            .stdout
+            .contains("note: the live-origin staleness reference cannot be resolved"),
+        "{status:?}"
+    );
+    // An upstream appears: resolved, the note goes; lost again, said again once.
+    let bare = tempfile::tempdir().expect("bare");
+    git(
+        p,
+        &["init", "-q", "--bare", bare.path().to_str().expect("utf8")],
+    );
+    git(
+        p,
+        &[
+            "remote",
+            "add",
+            "origin",
+            bare.path().to_str().expect("utf8"),
+        ],
+    );
+    git(p, &["push", "-q", "-u", "origin", "main"]);
+    let resolved = w.evctl(p, &["check"]);
+    assert!(!resolved.stderr.contains(warning), "{resolved:?}");
+    let status = w.evctl(p, &["status"]).ok();
+    assert!(!status.stdout.contains("cannot be resolved"), "{status:?}");
+    git(p, &["branch", "--unset-upstream"]);
+    let lost = w.evctl(p, &["check"]);
+    assert!(lost.stderr.contains(warning), "{lost:?}");
+    let again = w.evctl(p, &["check"]);
+    assert!(!again.stderr.contains(warning), "{again:?}");
 }

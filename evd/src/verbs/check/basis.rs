@@ -15,6 +15,11 @@ use crate::sys::fsio;
 /// The warning when the live-origin reference cannot be resolved.
 pub const NO_UPSTREAM_WARNING: &str = "warning: cannot resolve the live-origin staleness reference (no upstream?) — sha-staleness skipped";
 
+/// The file under `results/` saying that [`NO_UPSTREAM_WARNING`] was said for this store: it is
+/// said once, not on every check (a repository without a remote would hear it forever), and
+/// again once an upstream was resolved and lost. `evctl status` names it while it holds.
+pub const NO_UPSTREAM_SAID: &str = "evd-no-upstream";
+
 /// The repository's HEAD commit, as evd sees it (`None` outside git): `git rev-parse --verify
 /// -q HEAD`, through the store's cache of git's answers.
 pub(super) fn git_head(facts: &mut crate::git::facts::FactCache, root: &Path) -> Option<String> {
@@ -53,13 +58,25 @@ pub(super) fn staleness_reference(
                 if record && moved && fsio::ensure_dir(&results).is_ok() {
                     let _ = fsio::replace_unsynced(&results.join("origin-sha"), sha.as_bytes());
                 }
+                if record {
+                    let said = results.join(NO_UPSTREAM_SAID);
+                    if std::fs::symlink_metadata(&said).is_ok_and(|m| m.is_file()) {
+                        let _ = std::fs::remove_file(&said);
+                    }
+                }
                 Some(sha)
             }
             None => {
-                warnings.push(Warning {
-                    kind: "staleness_ref".into(),
-                    message: NO_UPSTREAM_WARNING.into(),
-                });
+                let said = results.join(NO_UPSTREAM_SAID);
+                if !std::fs::symlink_metadata(&said).is_ok_and(|m| m.is_file()) {
+                    warnings.push(Warning {
+                        kind: "staleness_ref".into(),
+                        message: NO_UPSTREAM_WARNING.into(),
+                    });
+                    if record && results.is_dir() {
+                        let _ = fsio::replace_unsynced(&said, NO_UPSTREAM_WARNING.as_bytes());
+                    }
+                }
                 None
             }
         },
