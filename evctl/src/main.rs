@@ -10,6 +10,7 @@ mod hook_run;
 mod hooks;
 mod ledger;
 mod lsp;
+mod merge_driver;
 mod migrate;
 mod render;
 mod session;
@@ -426,6 +427,14 @@ enum Cmd {
     ///   evctl setup ../other-repo
     #[command(verbatim_doc_comment)]
     Setup(setup::SetupArgs),
+    /// git's merge driver for `.evolving/HEAD` (what `hooks install` and `setup` register).
+    ///
+    /// git runs it when both sides of a merge, rebase, cherry-pick or pull changed HEAD: it keeps
+    /// one id by a fixed rule — the side that moved, else the greater id —, the same in either
+    /// merge order; the other tip stays a live decision in `ticks/`. Anything but one id on each
+    /// side is left to git as a conflict.
+    #[command(hide = true)]
+    MergeDriver(merge_driver::MergeDriverArgs),
 }
 
 fn main() -> ExitCode {
@@ -583,6 +592,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Hooks { action } => hooks::run(&s, action),
         Cmd::Hook(a) => hook_run::run(&mut s, a).await,
         Cmd::Setup(a) => setup::run(&mut s, a).await,
+        Cmd::MergeDriver(a) => merge_driver::run(&a),
     }
 }
 

@@ -643,6 +643,14 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
         }
         r.did("installed|install", "the pre-commit gate");
     }
+    // git's merge driver for .evolving/HEAD: merges of branches that both decided never stop.
+    if r.dry_run {
+        r.say("   [dry-run] register the merge driver for .evolving/HEAD");
+    } else {
+        for line in crate::merge_driver::install(&layout.top, t.store.as_deref())? {
+            r.say(format!("   ✓ {line}"));
+        }
+    }
     if !results_ignored(target) {
         r.todo.push(
             "keep .evolving/results/ (a per-machine cache) out of git: add `.evolving/results/` to .gitignore"

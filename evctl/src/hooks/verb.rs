@@ -208,7 +208,7 @@ pub fn run(s: &Session, action: Action) -> Out {
             });
             let mut steps = Vec::new();
             here.target.strict = install && which.strict;
-            for h in hooks {
+            for &h in &hooks {
                 let plan = if install {
                     plan_install(&here.layout, h, &here.target)
                 } else {
@@ -216,13 +216,29 @@ pub fn run(s: &Session, action: Action) -> Out {
                 };
                 steps.extend(plan);
             }
-            let applied = apply(&steps);
+            let mut applied = apply(&steps);
+            // git's merge driver for .evolving/HEAD goes and comes with the pre-commit gate.
+            let mut driver = Vec::new();
+            if applied.is_ok() && here.store_found && hooks.contains(&Hook::PreCommit) {
+                let top = &here.layout.top;
+                let store = here.target.store.as_deref();
+                let done = if install {
+                    crate::merge_driver::install(top, store)
+                } else {
+                    crate::merge_driver::uninstall(top, store)
+                };
+                match done {
+                    Ok(lines) => driver = lines,
+                    Err(e) => applied = Err(e),
+                }
+            }
             if json {
                 let mut v = serde_json::json!({
                     "layout": here.layout,
                     "store": here.target.store,
                     "store_found": here.store_found,
                     "steps": steps_json(&steps),
+                    "merge_driver": driver,
                 });
                 if let Err(e) = &applied {
                     v["error"] = serde_json::Value::String(e.clone());
@@ -239,6 +255,9 @@ pub fn run(s: &Session, action: Action) -> Out {
                     } else {
                         out.line(st.message());
                     }
+                }
+                for line in &driver {
+                    out.line(line);
                 }
                 if install && applied.is_ok() && !steps.iter().all(Step::refused) {
                     out.line(format!(

@@ -37,6 +37,21 @@ impl Store {
         }
         let tmp = self.tmp_dir()?;
         let ticks = self.ticks_dir();
+        // Gone since the store was opened (git removes the directory it empties when it
+        // switches branches): missing is empty, made again before the first tick lands in it.
+        match std::fs::create_dir(&ticks) {
+            Ok(()) => {
+                // The dir entry of ticks/ is durable before anything is written in it.
+                let _ = fsio::sync_dir(&self.ev);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(Refusal::io(format!(
+                    "writing tick: {}: {e}",
+                    ticks.display()
+                )))
+            }
+        }
         let in_sync = self.cache.in_sync();
         let dest = ticks.join(&tick.id);
         self.record_intent(&tick.id)?;

@@ -228,6 +228,18 @@ impl Store {
             )
         })?;
         self.lock = Some(held);
+        // git keeps no empty directory: a store committed before its first decision has no
+        // `ticks/` in a clone, a new worktree, or after switching branches. Missing is empty:
+        // made here, so that the first write lands and the directory is watched from the start.
+        match fs::create_dir(self.ticks_dir()) {
+            Ok(()) => {
+                tracing::info!(store = %self.root.display(), "ticks/ was missing (git keeps no empty directory): created")
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                tracing::warn!(store = %self.root.display(), error = %e, "ticks/ is missing and cannot be created")
+            }
+        }
         self.clean_temp();
         self.take_tick_image();
         self.recover_head()?;

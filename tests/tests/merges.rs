@@ -1,0 +1,200 @@
+//! Branches that both recorded decisions, brought together by real git: a merge (in both
+//! orders), a rebase, a cherry-pick and a pull between two clones of a bare remote never stop on
+//! `.evolving/HEAD` once `evctl hooks install` registered the merge driver; every decision stays
+//! live, and upstream ev 0.1.32 reads the result.
+
+use std::path::Path;
+
+use evd_e2e::{git, Repo, Run, World};
+
+/// A repository with a store, results kept out of git, and the gate and merge driver installed.
+fn repo_with_driver(w: &World) -> Repo {
+    let repo = Repo::new();
+    let p = repo.path();
+    w.evctl(p, &["init"]).ok();
+    std::fs::write(p.join(".gitignore"), ".evolving/results/\n").expect("gitignore");
+    let r = w.evctl(p, &["hooks", "install"]).ok();
+    assert!(
+        r.stdout
+            .contains("`.evolving/HEAD merge=evctl-head` added to .gitattributes"),
+        "{r:?}"
+    );
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "store"]);
+    repo
+}
+
+fn decide(w: &World, dir: &Path, text: &str) -> String {
+    let r = w
+        .evctl(
+            dir,
+            &["decide", text, "--assume", "a reason", "--blame", "Wang Yu"],
+        )
+        .ok();
+    r.stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("recorded <id>")
+        .to_string()
+}
+
+fn commit_all(dir: &Path, message: &str) {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
+fn head_file(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join(".evolving/HEAD"))
+        .expect("HEAD")
+        .trim()
+        .to_string()
+}
+
+/// Every current decision's text, sorted.
+fn decisions(w: &World, dir: &Path) -> Vec<String> {
+    let r = w.evctl(dir, &["list"]).ok();
+    let mut v: Vec<String> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.split('\t').nth(2).map(str::to_string))
+        .collect();
+    v.sort();
+    v
+}
+
+fn upstream_agrees(w: &World, dir: &Path, expected: &[&str]) {
+    let v: Run = w.ev(dir, &["verify"]);
+    assert_eq!(v.code, 0, "upstream verify: {v:?}");
+    let list = w.ev(dir, &["list"]).ok();
+    for d in expected {
+        assert!(list.stdout.contains(d), "upstream list lacks {d}: {list:?}");
+    }
+}
+
+#[test]
+fn two_branches_that_both_decided_merge_without_stopping_in_either_order() {
+    let w = World::new();
+    let repo = repo_with_driver(&w);
+    let p = repo.path();
+    git(p, &["checkout", "-q", "-b", "a"]);
+    let a = decide(&w, p, "shard the queue");
+    commit_all(p, "decide a");
+    git(p, &["checkout", "-q", "main"]);
+    git(p, &["checkout", "-q", "-b", "b"]);
+    let b = decide(&w, p, "keep sqlite");
+    commit_all(p, "decide b");
+
+    // b into a.
+    git(p, &["checkout", "-q", "a"]);
+    let m = w.git(p, &["merge", "-q", "--no-edit", "b"]);
+    assert_eq!(m.code, 0, "{m:?}");
+    let kept = head_file(p);
+    assert_eq!(kept, a.clone().max(b.clone()), "the greater id is kept");
+    assert_eq!(
+        decisions(&w, p),
+        vec!["\"keep sqlite\"", "\"shard the queue\""]
+    );
+    assert_eq!(w.evctl(p, &["verify"]).code, 0);
+    upstream_agrees(&w, p, &["keep sqlite", "shard the queue"]);
+
+    // a into b: the very same HEAD.
+    git(p, &["checkout", "-q", "-b", "b2", "b"]);
+    let m = w.git(p, &["merge", "-q", "--no-edit", "a^{commit}"]);
+    assert_eq!(m.code, 0, "{m:?}");
+    assert_eq!(head_file(p), kept, "the same in either order");
+
+    // A rebase of a branch with a decision onto one with others, then a cherry-pick.
+    git(p, &["checkout", "-q", "-b", "c", "main"]);
+    let c = decide(&w, p, "pin the model");
+    commit_all(p, "decide c");
+    let r = w.git(p, &["rebase", "-q", "a"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(head_file(p), kept.clone().max(c.clone()));
+    assert_eq!(decisions(&w, p).len(), 3);
+    git(p, &["checkout", "-q", "-b", "d", "main"]);
+    let d = decide(&w, p, "drop the cache");
+    commit_all(p, "decide d");
+    git(p, &["checkout", "-q", "a"]);
+    let r = w.git(p, &["cherry-pick", "d"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(head_file(p), kept.clone().max(d.clone()));
+    assert_eq!(decisions(&w, p).len(), 3);
+    upstream_agrees(&w, p, &["keep sqlite", "shard the queue", "drop the cache"]);
+
+    // Conflict markers are left to git: the driver says so and writes nothing.
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let (o, ours, theirs) = (
+        f("o", &format!("{a}\n")),
+        f("a", "<<<<<<< ours\n"),
+        f("b", &format!("{b}\n")),
+    );
+    let r = w.evctl(
+        p,
+        &[
+            "merge-driver",
+            o.to_str().expect("utf8"),
+            ours.to_str().expect("utf8"),
+            theirs.to_str().expect("utf8"),
+            ".evolving/HEAD",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("left as a conflict"), "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(&ours).expect("ours"),
+        "<<<<<<< ours\n"
+    );
+
+    // Uninstalled, it is gone from the config and the attributes.
+    let r = w.evctl(p, &["hooks", "uninstall"]).ok();
+    assert!(
+        r.stdout
+            .contains("merge driver: removed from this clone's git config"),
+        "{r:?}"
+    );
+    let attrs = std::fs::read_to_string(p.join(".gitattributes")).unwrap_or_default();
+    assert!(!attrs.contains("evctl-head"), "{attrs}");
+}
+
+#[test]
+fn a_pull_between_two_clones_that_both_decided_does_not_stop() {
+    let w = World::new();
+    let origin = repo_with_driver(&w);
+    let bare = tempfile::tempdir().expect("bare");
+    let bare_path = bare.path().join("r.git");
+    let bare_s = bare_path.to_str().expect("utf8");
+    git(origin.path(), &["clone", "-q", "--bare", ".", bare_s]);
+    let clone = |name: &str| {
+        let dir = tempfile::tempdir().expect("clone dir");
+        let path = dir.path().join(name);
+        git(dir.path(), &["clone", "-q", bare_s, name]);
+        git(&path, &["config", "user.name", "Dev"]);
+        git(&path, &["config", "user.email", "dev@example.invalid"]);
+        // A fresh clone registers the driver in its own config.
+        w.evctl(&path, &["hooks", "install"]).ok();
+        (dir, path)
+    };
+    let (_d1, one) = clone("one");
+    let (_d2, two) = clone("two");
+    decide(&w, &one, "shard the queue");
+    commit_all(&one, "one decides");
+    git(&one, &["push", "-q", "origin", "main"]);
+    decide(&w, &two, "keep sqlite");
+    commit_all(&two, "two decides");
+    let r = w.git(
+        &two,
+        &["pull", "-q", "--no-rebase", "--no-edit", "origin", "main"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        decisions(&w, &two),
+        vec!["\"keep sqlite\"", "\"shard the queue\""]
+    );
+    assert_eq!(w.evctl(&two, &["verify"]).code, 0);
+    upstream_agrees(&w, &two, &["keep sqlite", "shard the queue"]);
+}
