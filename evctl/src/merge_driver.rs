@@ -119,13 +119,9 @@ fn git(top: &Path, args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// The driver command git runs: evctl from `PATH`, else the evctl that installed it (passed as
-/// the script's `$0`).
-fn driver_command() -> String {
-    let fallback = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.to_str().map(crate::hooks::sh_quote))
-        .unwrap_or_else(|| "evctl".into());
+/// The driver command git runs: evctl from `PATH`, else `fallback` (the evctl that installed
+/// it, one quoted `sh` word, passed as the script's `$0`).
+fn driver_command(fallback: &str) -> String {
     format!(
         "sh -c 'command -v evctl >/dev/null 2>&1 && exec evctl merge-driver \"$@\"; exec \"$0\" merge-driver \"$@\"' {fallback} %O %A %B %P"
     )
@@ -134,9 +130,9 @@ fn driver_command() -> String {
 /// Register the driver for the store at `store` (relative to the work tree's top `top`): git's
 /// config of this clone, and the `.gitattributes` line (committed, it reaches every clone, whose
 /// `evctl setup` or `evctl hooks install` registers the driver there). What changed, as lines.
-pub fn install(top: &Path, store: Option<&str>) -> Result<Vec<String>, String> {
+pub fn install(top: &Path, store: Option<&str>, fallback: &str) -> Result<Vec<String>, String> {
     let mut said = Vec::new();
-    let command = driver_command();
+    let command = driver_command(fallback);
     let key = format!("merge.{DRIVER}.driver");
     if git(top, &["config", "--get", &key]).ok().as_deref() != Some(command.as_str()) {
         git(

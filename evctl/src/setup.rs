@@ -647,7 +647,11 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
     if r.dry_run {
         r.say("   [dry-run] register the merge driver for .evolving/HEAD");
     } else {
-        for line in crate::merge_driver::install(&layout.top, t.store.as_deref())? {
+        let fallback = t
+            .evctl
+            .as_deref()
+            .map_or_else(|| "evctl".to_string(), hooks::sh_quote);
+        for line in crate::merge_driver::install(&layout.top, t.store.as_deref(), &fallback)? {
             r.say(format!("   ✓ {line}"));
         }
     }

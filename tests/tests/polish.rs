@@ -684,6 +684,8 @@ fn check_and_hook_read_globals_on_either_side_and_refuse_like_every_verb() {
     )
     .ok();
 
+    // The no-upstream warning is said once per store: said here, before the comparisons.
+    w.evctl(repo.path(), &["check"]).ok();
     let before = w.evctl(elsewhere.path(), &["--json", "--store", store, "check"]);
     let after = w.evctl(
         elsewhere.path(),

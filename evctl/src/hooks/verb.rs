@@ -223,7 +223,12 @@ pub fn run(s: &Session, action: Action) -> Out {
                 let top = &here.layout.top;
                 let store = here.target.store.as_deref();
                 let done = if install {
-                    crate::merge_driver::install(top, store)
+                    let fallback = here
+                        .target
+                        .evctl
+                        .as_deref()
+                        .map_or_else(|| "evctl".to_string(), super::script::sh_quote);
+                    crate::merge_driver::install(top, store, &fallback)
                 } else {
                     crate::merge_driver::uninstall(top, store)
                 };
