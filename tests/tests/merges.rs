@@ -96,6 +96,24 @@ fn two_branches_that_both_decided_merge_without_stopping_in_either_order() {
     );
     assert_eq!(w.evctl(p, &["verify"]).code, 0);
     upstream_agrees(&w, p, &["keep sqlite", "shard the queue"]);
+    // `log` shows both: HEAD's chain, then the other tip back to where it joins.
+    let other = if kept == a { b.clone() } else { a.clone() };
+    let log = w.evctl(p, &["log"]).ok();
+    let lines: Vec<&str> = log.stdout.lines().collect();
+    assert!(lines[0].starts_with(&format!("{kept}\t")), "{log:?}");
+    let fork = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("fork\t{other}\tjoins:")))
+        .unwrap_or_else(|| panic!("no fork line: {log:?}"));
+    assert!(
+        lines[fork + 1]
+            .trim_start()
+            .starts_with(&format!("{other}\t")),
+        "{log:?}"
+    );
+    let json = w.evctl(p, &["--json", "log"]).ok();
+    let v: serde_json::Value = serde_json::from_str(json.stdout.trim()).expect("json");
+    assert_eq!(v["forks"][0]["tip"], other.as_str(), "{v}");
 
     // a into b: the very same HEAD.
     git(p, &["checkout", "-q", "-b", "b2", "b"]);

@@ -482,9 +482,29 @@ impl Twins {
     }
 
     /// `log`, plain and rich, the same in both; returns our plain rows.
+    /// `log` in both: the same chain from HEAD. evctl then shows the tips off that chain (a
+    /// deliberate deviation: upstream shows HEAD's chain only), which are left out here and
+    /// returned apart.
+    fn log_step(&self, args: &[&str]) -> (Run, Vec<String>) {
+        let (mut a, b) = self.run_both(&[], args);
+        let lines: Vec<&str> = a.stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("fork\t") || l.contains("fork: tip "))
+            .unwrap_or(lines.len());
+        let forks: Vec<String> = lines[at..].iter().map(|l| l.to_string()).collect();
+        a.stdout = lines[..at].iter().map(|l| format!("{l}\n")).collect();
+        assert_eq!(
+            (a.code, &a.stdout, &a.stderr),
+            (b.code, &b.stdout, &b.stderr),
+            "step {args:?}"
+        );
+        (a, forks)
+    }
+
     fn logs(&self) -> Vec<String> {
-        self.step(&["--color", "always", "log"]);
-        let r = self.step(&["log"]);
+        self.log_step(&["--color", "always", "log"]);
+        let (r, _) = self.log_step(&["log"]);
         assert_eq!(r.code, 0, "{r:?}");
         r.stdout.lines().map(str::to_string).collect()
     }
@@ -583,14 +603,23 @@ fn log_marks_each_superseded_tick_with_its_newest_child_like_upstream() {
     let rows = t.logs();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(row_of(&rows, &first).ends_with(&format!("superseded-by:{hi}")));
+    // The children left off HEAD's chain are shown after it, each tip back to where it joins.
+    let (_, forks) = t.log_step(&["log"]);
+    assert!(
+        forks
+            .first()
+            .is_some_and(|l| l.starts_with("fork\t") && l.contains("\tjoins:")),
+        "{forks:?}"
+    );
+    assert!(forks.iter().any(|l| l.contains(&overturn)), "{forks:?}");
 
     // A store that cannot be read whole marks nothing (and log still walks).
     for r in [&t.ours, &t.theirs] {
         std::fs::write(r.ev_dir().join("ticks").join("notes.txt"), "not json").expect("write");
     }
-    let r = t.step(&["log"]);
+    let (r, _) = t.log_step(&["log"]);
     assert!(!r.stdout.contains("superseded-by"), "{r:?}");
-    t.step(&["--color", "always", "log"]);
+    t.log_step(&["--color", "always", "log"]);
 }
 
 #[test]

@@ -92,7 +92,7 @@ pub fn log(r: &LogResult, style: Style, json: bool) -> Out {
         out.line("no decisions yet");
         return out;
     }
-    for e in &r.entries {
+    let row = |e: &proto::rpc::LogEntry, indent: &str| -> String {
         if style.rich {
             let agent = e.provenance.as_deref() == Some(proto::vocab::AGENT_PROPOSED);
             let verb = if let Some(s) = &e.supersedes {
@@ -105,7 +105,7 @@ pub fn log(r: &LogResult, style: Style, json: bool) -> Out {
                 "decided".to_string()
             };
             let mut row = format!(
-                "{} {}  {}  {}  {}",
+                "{indent}{} {}  {}  {}  {}",
                 style.provenance_glyph(agent),
                 style.dim(&verb),
                 style.bold(&q(&e.decision)),
@@ -118,13 +118,29 @@ pub fn log(r: &LogResult, style: Style, json: bool) -> Out {
                     style.dim(&format!("superseded by {child}"))
                 ));
             }
-            out.line(row);
+            row
         } else {
             let mut row = format!("{}\t{}\t{}", e.id, e.status, q(&e.decision));
             if let Some(child) = &e.superseded_by {
                 row.push_str(&format!("\tsuperseded-by:{child}"));
             }
-            out.line(row);
+            row
+        }
+    };
+    for e in &r.entries {
+        out.line(row(e, ""));
+    }
+    // Tips off HEAD's chain (a merge of branches that both decided): each, then its ticks back
+    // to where it joins.
+    for f in &r.forks {
+        let joins = f.joins.as_deref().unwrap_or("-");
+        if style.rich {
+            out.line(style.dim(&format!("fork: tip {}, joins at {joins}", f.tip)));
+        } else {
+            out.line(format!("fork\t{}\tjoins:{joins}", f.tip));
+        }
+        for e in &f.entries {
+            out.line(row(e, "  "));
         }
     }
     if let Some(id) = &r.broken_at {

@@ -246,6 +246,22 @@ pub struct LogResult {
     pub broken_at: Option<String>,
     /// A tick on the walk that could not be read: `(id, error)`; rows before it stay valid.
     pub unreadable: Option<(String, String)>,
+    /// The other tips (branches merged, or writers that forked the chain), newest first, each
+    /// walked back to where it joins the chain from HEAD (or the chain of a fork listed before
+    /// it). Empty when every tick is on HEAD's chain, as upstream `ev log` assumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks: Vec<LogFork>,
+}
+
+/// One tip off HEAD's chain, and its ticks back to where it joins.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogFork {
+    pub tip: String,
+    /// The tick it joins (on HEAD's chain or an earlier fork's); `None`: it joins nothing (its
+    /// walk ended at a genesis tick or a missing parent).
+    pub joins: Option<String>,
+    /// The tip first, then each parent, down to (not including) `joins`.
+    pub entries: Vec<LogEntry>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
