@@ -35,16 +35,7 @@ pub fn log(store: &mut OpenStore) -> Result<LogResult, Refusal> {
                 break;
             }
             Some(Entry::Tick(t)) => {
-                out.entries.push(LogEntry {
-                    id: t.id().to_string(),
-                    status: t.status().to_string(),
-                    decision: t.decision().to_string(),
-                    blame: t.blame().to_string(),
-                    provenance: t.provenance().map(str::to_string),
-                    supersedes: t.supersedes().map(str::to_string),
-                    ratifies: t.ratifies().map(str::to_string),
-                    superseded_by: children.remove(t.id()),
-                });
+                out.entries.push(log_entry(&t, &mut children));
                 cur = t.parent_id().to_string();
             }
         }
@@ -94,19 +85,27 @@ fn forks(
                 fork.joins = Some(f.to_string());
                 break;
             }
-            fork.entries.push(LogEntry {
-                id: t.id().to_string(),
-                status: t.status().to_string(),
-                decision: t.decision().to_string(),
-                blame: t.blame().to_string(),
-                provenance: t.provenance().map(str::to_string),
-                supersedes: t.supersedes().map(str::to_string),
-                ratifies: t.ratifies().map(str::to_string),
-                superseded_by: children.remove(t.id()),
-            });
+            fork.entries.push(log_entry(t, children));
             cur = by_file.get_key_value(t.parent_id()).map(|(f, t)| (*f, *t));
         }
         out.push(fork);
     }
     Ok(out)
+}
+
+/// The row of tick `t`, marked with its newest superseding child (taken from `children`).
+fn log_entry(
+    t: &crate::engine::packed::PackedTick,
+    children: &mut std::collections::HashMap<String, String>,
+) -> LogEntry {
+    LogEntry {
+        id: t.id().to_string(),
+        status: t.status().to_string(),
+        decision: t.decision().to_string(),
+        blame: t.blame().to_string(),
+        provenance: t.provenance().map(str::to_string),
+        supersedes: t.supersedes().map(str::to_string),
+        ratifies: t.ratifies().map(str::to_string),
+        superseded_by: children.remove(t.id()),
+    }
 }
