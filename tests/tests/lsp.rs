@@ -456,6 +456,7 @@ fn a_decision_a_commit_made_stale_is_reverified_from_the_editor() {
     let config = repo.ev_dir().join("config");
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, text.replace("\"none\"", "\"local-head\"")).expect("config");
+    std::fs::write(p.join(".gitignore"), ".evolving/results/\n").expect("gitignore");
     git(p, &["add", "-A"]);
     git(p, &["commit", "-q", "-m", "decisions"]);
     std::fs::write(p.join("db/schema.sql"), "create table t(x int, y int);\n").expect("write");

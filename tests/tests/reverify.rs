@@ -29,6 +29,9 @@ fn local_head_repo(w: &World) -> Repo {
         format!("staleness_ref = \"local-head\"\n{text}")
     };
     std::fs::write(&config, text).expect("write config");
+    // What `evctl setup` advises: the per-machine results stay out of git (evd writes there
+    // while git reads the tree).
+    std::fs::write(repo.path().join(".gitignore"), ".evolving/results/\n").expect("gitignore");
     commit_all(repo.path(), "store");
     repo
 }
@@ -278,7 +281,13 @@ fn the_everyday_loop_never_traps_a_commit() {
     let p = repo.path();
     std::fs::write(p.join("schema.sql"), "create table t(x int);\n").expect("write");
     commit_all(p, "schema");
-    w.evctl(p, &["setup"]).ok();
+    let r = w.evctl(p, &["setup"]).ok();
+    // Its advice, followed: the per-machine results stay out of git.
+    assert!(
+        r.stdout.contains("add `.evolving/results/` to .gitignore"),
+        "{r:?}"
+    );
+    std::fs::write(p.join(".gitignore"), ".evolving/results/\n").expect("gitignore");
     let config = std::fs::read_to_string(repo.ev_dir().join("config")).expect("config");
     assert!(
         config.contains("staleness_ref = \"local-head\""),
