@@ -43,8 +43,9 @@ fn restart_and_check(w: &World, dir: &Path) -> Run {
     same_as_cold(w, dir, &["check"])
 }
 
-/// An image is only made of files whose stamps can tell a later change apart (changed more
-/// than two seconds before): let what the test just wrote age past that.
+/// An image is only made of files whose stamps can tell a later change apart (changed longer
+/// ago than the filesystem's timestamp resolution: 50 ms where it keeps nanoseconds, 2 s
+/// elsewhere): let what the test just wrote age past the longer of the two.
 fn age() {
     std::thread::sleep(Duration::from_millis(2100));
 }
