@@ -80,6 +80,9 @@ fn two_branches_that_both_decided_merge_without_stopping_in_either_order() {
     let a = decide(&w, p, "shard the queue");
     commit_all(p, "decide a");
     git(p, &["checkout", "-q", "main"]);
+    // main has no tick: git removed the `ticks/` it emptied, which reads as an empty one.
+    assert!(!p.join(".evolving/ticks").exists());
+    assert_eq!(w.evctl(p, &["list"]).ok().stdout, "no decisions yet\n");
     git(p, &["checkout", "-q", "-b", "b"]);
     let b = decide(&w, p, "keep sqlite");
     commit_all(p, "decide b");
@@ -215,4 +218,96 @@ fn a_pull_between_two_clones_that_both_decided_does_not_stop() {
     );
     assert_eq!(w.evctl(&two, &["verify"]).code, 0);
     upstream_agrees(&w, &two, &["keep sqlite", "shard the queue"]);
+}
+
+/// Agents in parallel worktrees: three worktrees of one repository (the gate and the merge driver
+/// installed once, in the shared hooks directory and config), each deciding, running its checks
+/// and committing at the same time, then merged back one by one: every commit passes, and every
+/// decision survives the merges.
+#[test]
+fn three_worktrees_decide_commit_at_once_and_merge_back_keeping_every_decision() {
+    let w = World::new();
+    let repo = repo_with_driver(&w);
+    let p = repo.path();
+    let trees = tempfile::tempdir().expect("worktrees");
+    let names = ["one", "two", "three"];
+    for n in names {
+        let dir = trees.path().join(n);
+        git(
+            p,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                n,
+                dir.to_str().expect("utf8"),
+                "main",
+            ],
+        );
+    }
+    let dirs: Vec<(String, std::path::PathBuf)> = names
+        .iter()
+        .map(|n| (n.to_string(), trees.path().join(n)))
+        .collect();
+    let w = &w;
+    std::thread::scope(|s| {
+        for (n, dir) in &dirs {
+            s.spawn(move || {
+                std::fs::write(dir.join(format!("{n}.txt")), "x\n").expect("write");
+                let r = w
+                    .evctl(
+                        dir,
+                        &[
+                            "decide",
+                            &format!("worktree {n} decides"),
+                            "--assume",
+                            "its own reason",
+                            "--assume-test",
+                            &format!("test -f {n}.txt"),
+                            "--counter-test",
+                            &format!("test -f {n}.nope"),
+                            "--on-platform",
+                            "local",
+                            "--triggered-by",
+                            &format!("{n}.txt"),
+                            "--surface",
+                            "s",
+                            "--blame",
+                            "Agent",
+                        ],
+                    )
+                    .ok();
+                assert!(r.stdout.starts_with("recorded "), "{r:?}");
+                w.evctl(dir, &["check", "--run", "--platform", "local"])
+                    .ok();
+                git(dir, &["add", "-A"]);
+                let c = w.git(dir, &["commit", "-q", "-m", &format!("{n} decides")]);
+                assert_eq!(c.code, 0, "{n}: {c:?}");
+            });
+        }
+    });
+    for n in names {
+        let m = w.git(p, &["merge", "-q", "--no-edit", n]);
+        assert_eq!(m.code, 0, "merging {n}: {m:?}");
+    }
+    let want: Vec<String> = {
+        let mut v: Vec<String> = names
+            .iter()
+            .map(|n| format!("\"worktree {n} decides\""))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(decisions(w, p), want);
+    assert_eq!(w.evctl(p, &["verify"]).code, 0);
+    upstream_agrees(
+        w,
+        p,
+        &[
+            "worktree one decides",
+            "worktree two decides",
+            "worktree three decides",
+        ],
+    );
 }

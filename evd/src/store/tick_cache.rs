@@ -256,8 +256,22 @@ impl TickCache {
     pub fn refresh(&mut self) -> Result<(), Refusal> {
         let racy = self.racy_ns();
         let dir = self.dir.clone();
-        let meta =
-            fs::symlink_metadata(&dir).map_err(|e| Refusal::io(format!("reading store: {e}")))?;
+        let meta = match fs::symlink_metadata(&dir) {
+            // git keeps no empty directory (a fresh clone, a branch switch, an aborted merge):
+            // a missing `ticks/` is an empty one, watched again once it is back.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !self.files.is_empty() || self.stamp.is_some() {
+                    self.files.clear();
+                    self.generation += 1;
+                }
+                self.watch = None;
+                self.stamp = None;
+                return Ok(());
+            }
+            other => {
+                other.map_err(|e| Refusal::io(format!("reading store: {}: {e}", dir.display())))?
+            }
+        };
         if meta.file_type().is_symlink() || !meta.is_dir() {
             return Err(Refusal::io(format!(
                 "reading store: {}: ticks/ is not a directory (evd never follows links inside a store)",
