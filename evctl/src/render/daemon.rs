@@ -64,13 +64,8 @@ pub fn status(s: &DaemonStatus, json: bool) -> Out {
             if !st.watch.is_empty() {
                 out.line(format!("    {}", st.watch));
             }
-            let no_upstream = std::path::Path::new(&st.root)
-                .join(".evolving/results")
-                .join(evd::api::shared::NO_UPSTREAM_SAID);
-            if std::fs::symlink_metadata(&no_upstream).is_ok_and(|m| m.is_file()) {
-                out.line(
-                    "    note: the live-origin staleness reference cannot be resolved (no upstream): sha-staleness skipped (said once by `check`)",
-                );
+            for note in &st.notes {
+                out.line(format!("    note: {note}"));
             }
             if let Some(b) = &st.busy {
                 out.line(format!(

@@ -582,7 +582,21 @@ impl StoreActor {
                     stuck: self.stuck(),
                 }),
             warm_start: s.warm_start,
+            notes: self.notes(),
         })
+    }
+
+    /// The notes `status` shows for this store (see [`StoreStatus::notes`]).
+    fn notes(&self) -> Vec<String> {
+        let said = self
+            .root
+            .join(".evolving/results")
+            .join(crate::verbs::check::NO_UPSTREAM_SAID);
+        if std::fs::symlink_metadata(said).is_ok_and(|m| m.is_file()) {
+            vec!["the live-origin staleness reference cannot be resolved (no upstream): sha-staleness skipped (said once by `check`)".into()]
+        } else {
+            Vec::new()
+        }
     }
 }
 

@@ -44,6 +44,10 @@ pub struct StoreStatus {
     /// instead of reading and evaluating it again; absent when it took nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_start: Option<WarmStart>,
+    /// What the store's user should know that `check` said once (the live-origin reference
+    /// that cannot be resolved); absent when nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// What a daemon took back of a store from the images its predecessor kept (docs/daemon.md).
