@@ -631,6 +631,29 @@ fn trouble(hook: Hook, why: &str, json: bool) -> Out {
     out
 }
 
+/// A store whose HEAD a merge left with conflict markers: the one trouble a gate blocks on, since
+/// committing or pushing it breaks every verb in every clone that takes it.
+fn conflicted(hook: Hook, head: &str, json: bool) -> Out {
+    let verb = match hook {
+        Hook::PreCommit => "commit",
+        Hook::PrePush => "push",
+    };
+    let line = format!(
+        "evctl: blocked: {head} holds git's conflict markers; run `evctl doctor --fix`, \
+         then `git add .evolving` and {verb} again"
+    );
+    let mut out = Out {
+        code: 1,
+        ..Out::default()
+    };
+    if json {
+        out.json(&serde_json::json!({"blocked": true, "lines": [line]}));
+    } else {
+        out.err(line);
+    }
+    out
+}
+
 /// How long a gate may take before it lets the commit or push through: `EVCTL_GATE_TIMEOUT_MS`
 /// (milliseconds), else [`GATE_DEADLINE`].
 fn gate_deadline() -> std::time::Duration {
@@ -754,6 +777,9 @@ async fn gate(s: &mut Session, hook: Hook, json: bool, strict: bool) -> Out {
     let r = crate::verbs::ask_guards(s, req).await;
     let r = match r {
         Ok(r) => r,
+        Err(e) if e.reason == "conflicted_head" => {
+            return conflicted(hook, &shown(".evolving/HEAD"), json)
+        }
         Err(e) => return trouble(hook, &e.message, json),
     };
     let said = match hook {

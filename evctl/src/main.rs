@@ -239,6 +239,29 @@ enum Cmd {
         #[arg(long, conflicts_with = "self_test")]
         evidence: bool,
     },
+    /// Find, and with --fix repair, what a hand-resolved or broken store holds.
+    ///
+    /// It looks for: git's conflict markers in .evolving/HEAD (a merge without evctl's merge
+    /// driver), HEAD naming a tick that is not there, a tick whose parent is missing, a tick
+    /// file that does not hash to its name, and stray files in ticks/ (`<id>.orig`, editor
+    /// backups, directories, symlinks). Without --fix it prints every change it would make and
+    /// writes nothing (exit 1 when something is wrong).
+    ///
+    /// With --fix: HEAD is resolved by the merge driver's rule (the side that moved, else the
+    /// greater id; the other side stays a live fork that `evctl log` shows); missing or damaged
+    /// tick files are put back from git when it holds a copy that hashes to the id; stray files
+    /// are moved to .evolving/results/doctor/<time>/, never deleted; a tick under another name
+    /// is renamed to its id. A tick whose parent nothing can give back is left as it is.
+    ///
+    /// Examples:
+    ///   evctl doctor          # what is wrong, and what --fix would do
+    ///   evctl doctor --fix    # repair, then `git add .evolving` and commit
+    #[command(verbatim_doc_comment)]
+    Doctor {
+        /// Make the repairs (without it, nothing is written).
+        #[arg(long)]
+        fix: bool,
+    },
     /// Print an evidence marker for a file's bytes as they are now, to put in a ground's text.
     ///
     /// The marker, [evidence:<path>:<b0>-<b1>:<sha256>], names the file (relative to the
@@ -577,6 +600,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
             evidence: false,
         } => verbs::verify(&mut s, self_test).await,
         Cmd::Verify { evidence: true, .. } => evidence::verify_with_evidence(&mut s).await,
+        Cmd::Doctor { fix } => verbs::doctor(&mut s, fix).await,
         Cmd::Cite(a) => evidence::cite(&s, &a),
         Cmd::Watch => verbs::watch(&mut s).await,
         Cmd::Status => verbs::status(&g).await,

@@ -3,11 +3,11 @@
 //! Both branches' tick files merge without a conflict (content-addressed names never collide);
 //! only HEAD, one id, differs. The rule, deterministic and the same in either merge order:
 //!
-//! - both sides name the same tick, or one side did not move from the base: that side's tick;
-//! - both moved: the greater of the two ids (byte order). The other tip stays in `ticks/`, a live
-//!   decision like any other (`list`, `check` and `brief` read every tick; `log` shows the fork);
-//!   the next decision's parent is the HEAD kept. Upstream `ev` reads the result as a fork, which
-//!   its `verify` accepts.
+//! the side that moved from the base, else the greater id ([`proto::head::merged`], which
+//! `evctl doctor` applies to a HEAD left conflicted too). The other tip stays in `ticks/`, a live
+//! decision like any other (`list`, `check` and `brief` read every tick; `log` shows the fork);
+//! the next decision's parent is the HEAD kept. Upstream `ev` reads the result as a fork, which
+//! its `verify` accepts.
 //!
 //! Anything else in the file (conflict markers, not an id) is left to git as a conflict, with a
 //! line saying so. It also owns registering the driver (`git config merge.evctl-head.*` and the
@@ -17,6 +17,8 @@
 //! written.
 
 use std::path::Path;
+
+use proto::head::merged;
 
 use crate::render::Out;
 
@@ -50,17 +52,6 @@ pub struct MergeDriverArgs {
 fn id_in(text: &str) -> Option<&str> {
     let t = text.trim();
     proto::vocab::is_tick_id(t).then_some(t)
-}
-
-/// The merged HEAD (see the module docs), or why there is none.
-pub fn merged<'a>(base: Option<&str>, ours: &'a str, theirs: &'a str) -> &'a str {
-    if ours == theirs || base == Some(theirs) {
-        return ours;
-    }
-    if base == Some(ours) {
-        return theirs;
-    }
-    ours.max(theirs)
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -204,20 +195,4 @@ pub fn uninstall(top: &Path, store: Option<&str>) -> Result<Vec<String>, String>
         }
     }
     Ok(said)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merged;
-
-    #[test]
-    fn the_rule_is_the_same_in_either_order() {
-        let (b, x, y) = ("000000000000", "aaaaaaaaaaaa", "bbbbbbbbbbbb");
-        assert_eq!(merged(Some(b), x, y), y);
-        assert_eq!(merged(Some(b), y, x), y);
-        assert_eq!(merged(Some(b), x, b), x, "they did not move");
-        assert_eq!(merged(Some(b), b, x), x, "we did not move");
-        assert_eq!(merged(None, x, x), x);
-        assert_eq!(merged(None, x, y), y);
-    }
 }

@@ -19,13 +19,13 @@ use std::path::PathBuf;
 use proto::rpc::{
     AppendReceiptsRequest, AppendReceiptsResult, BackfillRequest, BindCheckRequest,
     BindCheckResult, BriefRequest, BriefResult, CheckPlan, CheckRequest, CheckResult, Context,
-    DecideRequest, DecideResult, EvidenceResult, GuardRequest, GuardResult, GuardsRequest,
-    GuardsResult, IdRequest, InitResult, LedgerAppendRequest, LedgerAppendResult,
-    LedgerQueryRequest, LedgerReplayResult, LedgerVerifyResult, ListRequest, ListResult, LogResult,
-    MigrateProgress, PendingRequest, PendingResult, ProposeRequest, ProposeResult, RatifyRequest,
-    RatifyResult, ReconcileRequest, ReconcileResult, Refusal, ReopenResult, ReverifyRequest,
-    ReverifyResult, ShowResult, StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest,
-    VerifyResult, WhyRequest, WhyResult,
+    DecideRequest, DecideResult, DoctorRequest, DoctorResult, EvidenceResult, GuardRequest,
+    GuardResult, GuardsRequest, GuardsResult, IdRequest, InitResult, LedgerAppendRequest,
+    LedgerAppendResult, LedgerQueryRequest, LedgerReplayResult, LedgerVerifyResult, ListRequest,
+    ListResult, LogResult, MigrateProgress, PendingRequest, PendingResult, ProposeRequest,
+    ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest, ReconcileResult, Refusal,
+    ReopenResult, ReverifyRequest, ReverifyResult, ShowResult, StoreRequest, SupersedeRequest,
+    SupersedeResult, VerifyRequest, VerifyResult, WhyRequest, WhyResult,
 };
 
 pub use crate::open::OpenStore;
@@ -148,6 +148,11 @@ pub fn verify(s: &mut OpenStore, _req: &VerifyRequest) -> Result<VerifyResult, R
     // back so a long-lived process does not keep the peak.
     crate::sys::resources::release_free_memory();
     r
+}
+
+/// `ev.doctor`.
+pub fn doctor(s: &mut OpenStore, req: &DoctorRequest) -> Result<DoctorResult, Refusal> {
+    verbs::doctor(s, req)
 }
 
 /// `ev.verify` with `self_test`: the golden vectors, no store.

@@ -4,6 +4,7 @@
 
 pub mod evidence;
 pub mod golden;
+pub mod head;
 pub mod id;
 pub mod json;
 pub mod model;

@@ -158,7 +158,10 @@ fn scenario(w: &World, watched: bool) {
     let (_, reaudited, v) = verify_json(w, dir);
     assert!(!watched || reaudited == 0, "{reaudited}");
     assert!(
-        v.contains(&"HEAD: HEAD names ffffffffffff, but there is no ticks/ffffffffffff".into()),
+        v.contains(
+            &"HEAD: HEAD names ffffffffffff, but there is no ticks/ffffffffffff (`evctl doctor --fix` repairs it)"
+                .into()
+        ),
         "{v:?}"
     );
     same_as_fresh(w, dir, false);

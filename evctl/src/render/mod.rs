@@ -26,4 +26,4 @@ pub use daemon::{status, watch_line};
 pub use out::{refusal, Out, Stream};
 pub use recall::{brief, guards, reopen, why};
 pub use record::{decide, guard, pending, propose, ratify, reverify, supersede};
-pub use store::{init, list, list_plain, log, verify};
+pub use store::{doctor, init, list, list_plain, log, verify};

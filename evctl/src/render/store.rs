@@ -181,3 +181,54 @@ pub fn verify(r: &VerifyResult, json: bool) -> Out {
     }
     out
 }
+
+/// `doctor`: one line per finding (what is wrong, then what `--fix` did or would do), then a
+/// summary. Exit 1 while something is left unrepaired.
+pub fn doctor(r: &proto::rpc::DoctorResult, json: bool) -> Out {
+    let mut out = Out {
+        code: u8::from(r.unhealthy()),
+        ..Out::default()
+    };
+    if json {
+        out.json(r);
+        return out;
+    }
+    let head = if r.head.is_empty() {
+        "empty".to_string()
+    } else {
+        r.head.clone()
+    };
+    if r.findings.is_empty() {
+        out.line(format!(
+            "✓ nothing to repair: {} tick(s), HEAD {head}",
+            r.ticks
+        ));
+        return out;
+    }
+    for f in &r.findings {
+        out.line(format!("✗ {}: {}", f.subject, f.problem));
+        match (&f.repair, f.repaired) {
+            (Some(how), true) => out.line(format!("  fixed: {how}")),
+            (Some(how), false) => out.line(format!("  --fix: {how}")),
+            (None, _) => out.line(
+                "  cannot be repaired without losing a decision: left as it is (put the missing \
+                 tick file back from a clone or a backup)",
+            ),
+        }
+    }
+    if let Some(dir) = &r.moved_to {
+        let verb = if r.fixed { "moved" } else { "would be moved" };
+        out.line(format!(
+            "files taken out of ticks/ {verb} to {dir} (nothing is deleted)"
+        ));
+    }
+    if r.fixed {
+        out.line(format!(
+            "repaired: {} tick(s), HEAD {head}; commit the result (`git add .evolving`)",
+            r.ticks
+        ));
+    } else if r.findings.iter().any(|f| f.repair.is_some()) {
+        out.err("nothing was written: `evctl doctor --fix` makes the repairs above");
+    }
+    out
+}

@@ -38,4 +38,4 @@ pub use proposals::{pending, ratify};
 pub use recall::{brief, reopen, why};
 pub use record::{decide, propose, supersede};
 pub use reverify::{reverified, reverify, How, ReverifyArgs};
-pub use store::{audit, init, list, log, show, verify};
+pub use store::{audit, doctor, init, list, log, show, verify};

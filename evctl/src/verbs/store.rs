@@ -1,11 +1,13 @@
 //! The store verbs: `init`, `show`, `list`, `log`, `verify` (and the store's audit, which
-//! `verify --evidence` reuses).
+//! `verify --evidence` reuses), `doctor`.
 //!
 //! Each asks the session (evd, or in-process) and hands the answer to render; it must not print
 //! by itself nor read the store's files directly (an answer file evd wrote aside).
 
 use evd::api;
-use proto::rpc::{IdRequest, ListForm, ListRequest, Refusal, StoreRequest, VerifyRequest};
+use proto::rpc::{
+    DoctorRequest, IdRequest, ListForm, ListRequest, Refusal, StoreRequest, VerifyRequest,
+};
 
 use super::answer::open_answer;
 use crate::context::Needs;
@@ -110,6 +112,28 @@ pub async fn verify(s: &mut Session, self_test: bool) -> Out {
     }
     let r = audit(s).await;
     s.finish(r, |v| render::verify(v, json))
+}
+
+/// `doctor [--fix]`: what a hand-resolved or broken store holds, and (with `fix`) its repair.
+pub async fn doctor(s: &mut Session, fix: bool) -> Out {
+    let ctx = s.context(true, Needs::default());
+    let req = DoctorRequest {
+        context: ctx.clone(),
+        fix,
+    };
+    let r = if fix {
+        s.write(rpc!(req, doctor), || {
+            local_write(&ctx, |st| api::doctor(st, &req))
+        })
+        .await
+    } else {
+        s.read(rpc!(req, doctor), || {
+            local_read(&ctx, |st| api::doctor(st, &req))
+        })
+        .await
+    };
+    let json = s.json;
+    s.finish(r, |v| render::doctor(v, json))
 }
 
 /// The store's audit (`verify` without `--self-test`): from evd, or in-process.

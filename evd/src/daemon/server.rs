@@ -13,12 +13,12 @@ use jsonrpsee::PendingSubscriptionSink;
 use proto::rpc::{
     codes, AppendReceiptsRequest, AppendReceiptsResult, BackfillRequest, BindCheckRequest,
     BindCheckResult, CheckPlan, CheckRequest, CheckResult, DaemonStatus, DecideRequest,
-    DecideResult, EvApiServer, GuardRequest, GuardResult, Hello, HelloRequest, IdRequest,
-    InitResult, ListRequest, ListResult, LogResult, MigrateEvent, MigrateProgress, PendingRequest,
-    PendingResult, ProposeRequest, ProposeResult, RatifyRequest, RatifyResult, ReconcileRequest,
-    ReconcileResult, Refusal, ReverifyRequest, ReverifyResult, ShowResult, ShutdownAck,
-    StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest, VerifyResult, WatchEvent,
-    PROTOCOL_VERSION,
+    DecideResult, DoctorRequest, DoctorResult, EvApiServer, GuardRequest, GuardResult, Hello,
+    HelloRequest, IdRequest, InitResult, ListRequest, ListResult, LogResult, MigrateEvent,
+    MigrateProgress, PendingRequest, PendingResult, ProposeRequest, ProposeResult, RatifyRequest,
+    RatifyResult, ReconcileRequest, ReconcileResult, Refusal, ReverifyRequest, ReverifyResult,
+    ShowResult, ShutdownAck, StoreRequest, SupersedeRequest, SupersedeResult, VerifyRequest,
+    VerifyResult, WatchEvent, PROTOCOL_VERSION,
 };
 use tokio::net::UnixListener;
 use tokio_util::sync::CancellationToken;
@@ -432,6 +432,18 @@ impl EvApiServer for Rpc {
         }
         let ctx = req.context.clone();
         on_store(&self.0, "ev.verify", &ctx, move |s| api::verify(s, &req)).await
+    }
+
+    async fn doctor(&self, req: DoctorRequest) -> RpcResult<DoctorResult> {
+        let ctx = req.context.clone();
+        if !req.fix {
+            return on_store(&self.0, "ev.doctor", &ctx, move |s| api::doctor(s, &req)).await;
+        }
+        let key = write_key("doctor", &req);
+        on_store_write(&self.0, "ev.doctor", &ctx, key, move |s| {
+            api::doctor(s, &req)
+        })
+        .await
     }
 
     async fn propose(&self, req: ProposeRequest) -> RpcResult<ProposeResult> {

@@ -8,6 +8,7 @@ pub mod append;
 pub mod config;
 pub mod lock;
 pub mod receipt_cache;
+pub mod repair;
 pub mod requests;
 pub mod results;
 pub mod state_files;
@@ -191,8 +192,33 @@ impl Store {
         }
     }
 
-    /// Refuse with the no-store message unless the store exists.
+    /// Refuse with the no-store message unless the store exists, and refuse a store whose HEAD
+    /// a merge left with git's conflict markers (naming the repair) rather than read or write
+    /// it as if HEAD named a tick.
     pub fn require(&self) -> Result<(), Refusal> {
+        self.require_present()?;
+        self.refuse_conflicted_head()
+    }
+
+    /// Refuse a store whose HEAD holds git's conflict markers, naming the repair.
+    pub fn refuse_conflicted_head(&self) -> Result<(), Refusal> {
+        if proto::head::has_conflict_markers(&self.head_raw()?) {
+            return Err(Refusal::new(
+                codes::BAD_STORE,
+                "conflicted_head",
+                format!(
+                    "store {}: .evolving/HEAD holds git's conflict markers (a merge left it \
+                     unresolved); `evctl doctor --fix` resolves it (`evctl doctor` first shows \
+                     what it would do)",
+                    self.root.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuse with the no-store message unless the store exists (whatever HEAD holds).
+    pub fn require_present(&self) -> Result<(), Refusal> {
         if self.exists()? {
             Ok(())
         } else {
@@ -381,8 +407,14 @@ impl Store {
             if shown.len() < head.len() {
                 shown.push('…');
             }
+            if proto::head::has_conflict_markers(head) {
+                return Some(
+                    "HEAD holds git's conflict markers (a merge left it unresolved; `evctl doctor --fix` resolves it)"
+                        .into(),
+                );
+            }
             return Some(format!(
-                "HEAD holds {shown:?} ({} bytes), which is not a tick id (12 lowercase hex)",
+                "HEAD holds {shown:?} ({} bytes), which is not a tick id (12 lowercase hex; `evctl doctor --fix` repairs it)",
                 head.len()
             ));
         }
@@ -392,9 +424,9 @@ impl Store {
                 "HEAD names {head}, but ticks/{head} is {}, not a tick file",
                 crate::sys::fsio::kind_of(&m)
             )),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                Some(format!("HEAD names {head}, but there is no ticks/{head}"))
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Some(format!(
+                "HEAD names {head}, but there is no ticks/{head} (`evctl doctor --fix` repairs it)"
+            )),
             Err(e) => Some(format!(
                 "HEAD names {head}, and ticks/{head} cannot be read: {e}"
             )),
@@ -464,8 +496,13 @@ impl Store {
 
     /// HEAD, trimmed; a missing file reads as empty.
     pub fn head(&self) -> Result<String, Refusal> {
+        self.head_raw().map(|h| h.trim().to_string())
+    }
+
+    /// HEAD's text as the file holds it; a missing file reads as empty.
+    pub fn head_raw(&self) -> Result<String, Refusal> {
         fsio::read_text_opt(&self.ev.join("HEAD"))
-            .map(|h| h.unwrap_or_default().trim().to_string())
+            .map(Option::unwrap_or_default)
             .map_err(|e| Refusal::io(format!("reading HEAD: {e}")))
     }
 

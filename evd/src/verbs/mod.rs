@@ -3,12 +3,13 @@
 //! (through [`crate::api`]), so both give the same answers.
 //!
 //! A verb never reaches the socket or the daemon (it is called through [`crate::api`]), and never
-//! writes a store file but through the store's appends and `results/` writers.
+//! writes a store file but through the store's appends, repairs and `results/` writers.
 
 pub mod brief;
 pub mod check;
 pub mod common;
 pub mod decide;
+pub mod doctor;
 pub mod evidence;
 pub mod guard;
 pub mod guards;
@@ -31,6 +32,7 @@ pub mod write_path;
 pub use brief::brief;
 pub use check::check;
 pub use decide::decide;
+pub use doctor::doctor;
 pub use guard::guard;
 pub use guards::guards;
 pub use init::init;

@@ -14,6 +14,7 @@ fn no_tick(id: &str) -> Refusal {
 
 /// `show`: the file's bytes, unparsed. A non-id never touches the disk.
 pub fn show(store: &OpenStore, id: &str) -> Result<ShowResult, Refusal> {
+    store.refuse_conflicted_head()?;
     match store.read_tick_file(id) {
         Ok(Some(raw)) => Ok(ShowResult {
             id: id.to_string(),

@@ -17,8 +17,8 @@ use super::migrate::{
 };
 use super::recall::{BriefRequest, BriefResult, ReopenResult, WhyRequest, WhyResult};
 use super::verbs::{
-    DecideRequest, DecideResult, IdRequest, InitResult, ListRequest, ListResult, LogResult,
-    ShowResult, StoreRequest, VerifyRequest, VerifyResult,
+    DecideRequest, DecideResult, DoctorRequest, DoctorResult, IdRequest, InitResult, ListRequest,
+    ListResult, LogResult, ShowResult, StoreRequest, VerifyRequest, VerifyResult,
 };
 use super::watch::WatchEvent;
 use super::writers::{
@@ -62,6 +62,10 @@ pub trait EvApi {
 
     #[method(name = "verify")]
     async fn verify(&self, req: VerifyRequest) -> RpcResult<VerifyResult>;
+
+    /// Find, and with `fix` repair, what a hand-resolved or broken store holds.
+    #[method(name = "doctor")]
+    async fn doctor(&self, req: DoctorRequest) -> RpcResult<DoctorResult>;
 
     #[method(name = "propose")]
     async fn propose(&self, req: ProposeRequest) -> RpcResult<ProposeResult>;

@@ -303,3 +303,54 @@ impl VerifyResult {
         self.violations.is_empty() && self.vectors.iter().flatten().all(|v| v.pass)
     }
 }
+
+/// `doctor`: find what a hand-resolved or broken store holds (a HEAD with git's conflict
+/// markers, HEAD naming no tick, a tick whose parent is missing, stray files in `ticks/`) and,
+/// with `fix`, repair it. Without `fix` nothing is written.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DoctorRequest {
+    pub context: Context,
+    #[serde(default)]
+    pub fix: bool,
+}
+
+/// What `doctor` found, and what it did (with `fix`) or would do about each.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DoctorResult {
+    pub findings: Vec<DoctorFinding>,
+    /// Tick files that read as ticks once repaired (or, without `fix`, would).
+    pub ticks: usize,
+    /// HEAD after the repairs (or, without `fix`, as it would be).
+    pub head: String,
+    /// Where files moved out of `ticks/` were put (relative to the store's root), if any were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
+    /// Whether the repairs were written (`fix`).
+    pub fixed: bool,
+}
+
+impl DoctorResult {
+    /// Whether something is still wrong: a finding not repaired.
+    pub fn unhealthy(&self) -> bool {
+        self.findings.iter().any(|f| !f.repaired)
+    }
+}
+
+/// One thing wrong with the store.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DoctorFinding {
+    /// `conflicted-head`, `bad-head`, `missing-head-tick`, `missing-parent`, `bad-tick`,
+    /// `misnamed-tick` or `stray`.
+    pub kind: String,
+    /// What it concerns: `HEAD`, or a path under `.evolving/`.
+    pub subject: String,
+    /// What is wrong, in a sentence.
+    pub problem: String,
+    /// The repair (what was done with `fix`, else what `--fix` would do); none when it cannot
+    /// be repaired without losing a decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<String>,
+    /// Whether the repair was made.
+    pub repaired: bool,
+}
