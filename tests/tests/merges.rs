@@ -1,7 +1,8 @@
 //! Branches that both recorded decisions, brought together by real git: a merge (in both
 //! orders), a rebase, a cherry-pick and a pull between two clones of a bare remote never stop on
 //! `.evolving/HEAD` once `evctl hooks install` registered the merge driver; every decision stays
-//! live, and upstream ev 0.1.32 reads the result.
+//! live, and upstream ev 0.1.32 reads the result. git's octopus, which runs no merge driver,
+//! stops cleanly and the same branches merge one at a time.
 
 use std::path::Path;
 
@@ -309,5 +310,57 @@ fn three_worktrees_decide_commit_at_once_and_merge_back_keeping_every_decision()
             "worktree two decides",
             "worktree three decides",
         ],
+    );
+}
+
+/// git's octopus strategy never runs a merge driver: an octopus of branches that each decided
+/// stops on `.evolving/HEAD`. It stops cleanly (git takes the whole merge back, nothing is lost,
+/// the store reads as before), and the same branches merged one at a time keep every decision.
+#[test]
+fn an_octopus_of_deciding_branches_stops_cleanly_and_merges_one_at_a_time() {
+    let w = World::new();
+    let repo = repo_with_driver(&w);
+    let p = repo.path();
+    let mut ids = Vec::new();
+    for (branch, text) in [
+        ("a", "shard the queue"),
+        ("b", "keep sqlite"),
+        ("c", "cache the index"),
+    ] {
+        git(p, &["checkout", "-q", "-b", branch, "main"]);
+        ids.push(decide(&w, p, text));
+        commit_all(p, branch);
+    }
+    git(p, &["checkout", "-q", "main"]);
+    let before = w.git(p, &["rev-parse", "HEAD"]).stdout;
+    let o = w.git(p, &["merge", "--no-edit", "a", "b", "c"]);
+    assert_ne!(
+        o.code, 0,
+        "git's octopus ran a merge driver after all? {o:?}"
+    );
+    assert_eq!(w.git(p, &["rev-parse", "HEAD"]).stdout, before);
+    assert_eq!(w.git(p, &["status", "--porcelain"]).stdout, "");
+    assert_eq!(w.evctl(p, &["list"]).ok().stdout, "no decisions yet\n");
+    for branch in ["a", "b", "c"] {
+        let m = w.git(p, &["merge", "-q", "--no-edit", branch]);
+        assert_eq!(m.code, 0, "{branch}: {m:?}");
+    }
+    assert_eq!(
+        decisions(&w, p),
+        vec![
+            "\"cache the index\"",
+            "\"keep sqlite\"",
+            "\"shard the queue\""
+        ]
+    );
+    assert_eq!(w.evctl(p, &["verify"]).code, 0);
+    let log = w.evctl(p, &["log"]).ok();
+    for id in &ids {
+        assert!(log.stdout.contains(id.as_str()), "log lacks {id}: {log:?}");
+    }
+    upstream_agrees(
+        &w,
+        p,
+        &["shard the queue", "keep sqlite", "cache the index"],
     );
 }
