@@ -1,7 +1,7 @@
 //! `reverify [<id>…]`: get decisions that read stale after a commit touched what they guard back
-//! to green in one command. Ask evd what a re-verification at HEAD lacks (a dry run), run the
-//! missing bound tests of this platform here (as `check --run` does, recording receipts), then
-//! have evd record each re-verification that now holds as a child tick.
+//! to green in one command. Have evd record each re-verification that holds at HEAD already (as a
+//! child tick), run here the missing bound tests of this platform for the others (as `check
+//! --run` does, recording receipts), then have evd record those that now hold.
 //!
 //! It must not judge whether a decision holds (evd does, from the receipts) nor print by itself.
 
@@ -52,9 +52,10 @@ pub struct How<'a> {
     pub limit: Option<std::time::Duration>,
 }
 
-/// Re-verify `ids` (none: every decision a commit made stale): ask evd what a re-verification at
-/// HEAD lacks, run the missing tests of `how.platform` here, then have evd record what holds.
-/// Test warnings go to stderr. The language server's `ev.reverify` calls this too.
+/// Re-verify `ids` (none: every decision a commit made stale): have evd record what already
+/// holds at HEAD, run here the missing tests of `how.platform` for the rest, then have evd record
+/// those that now hold. Test warnings go to stderr. The language server's `ev.reverify` calls
+/// this too.
 pub async fn reverified(
     s: &mut Session,
     ids: &[String],
@@ -65,18 +66,24 @@ pub async fn reverified(
     if ctx.git.head.is_none() {
         ctx.git.head = crate::context::git(&root, &["rev-parse", "HEAD"]);
     }
-    let plan = ask(s, &ctx, ids, true).await?;
+    // A decision whose runs at HEAD are all there and green is recorded by this first call (the
+    // usual case after `check --run`: one request); the others come back saying what they lack.
+    let mut first = ask(s, &ctx, ids, how.dry_run).await?;
     if how.dry_run {
-        return Ok(plan);
+        return Ok(first);
     }
     // The runs at HEAD this platform can make, for the decisions that lack one.
-    let to_run: Vec<&str> = plan
+    let to_run: Vec<String> = first
         .outcomes
         .iter()
         .filter(|o| o.status == ReverifyStatus::NeedsRun)
         .filter(|o| o.missing.iter().any(|m| m.platform == how.platform))
-        .map(|o| o.id.as_str())
+        .map(|o| o.id.clone())
         .collect();
+    if to_run.is_empty() {
+        return Ok(first);
+    }
+    let mut ran = Vec::with_capacity(to_run.len());
     for id in &to_run {
         let run = TestRun {
             platform: how.platform,
@@ -84,17 +91,29 @@ pub async fn reverified(
             detached: how.detached,
             limit: how.limit,
         };
-        run_tests(s, &ctx, &run, &mut |w| eprintln!("{w}")).await?;
+        // What the first call recorded stays said: a run that cannot be made is one more
+        // outcome, not a refusal of the whole.
+        match run_tests(s, &ctx, &run, &mut |w| eprintln!("{w}")).await {
+            Ok(_) => ran.push(id.clone()),
+            Err(e) => {
+                if let Some(o) = first.outcomes.iter_mut().find(|o| &o.id == id) {
+                    o.reason = Some(format!("its tests could not be run here: {}", e.message));
+                }
+            }
+        }
     }
-    let wanted = plan
-        .outcomes
-        .iter()
-        .any(|o| o.status == ReverifyStatus::Reverified || to_run.contains(&o.id.as_str()));
-    if wanted {
-        ask(s, &ctx, ids, false).await
-    } else {
-        Ok(plan)
+    if ran.is_empty() {
+        return Ok(first);
     }
+    let second = ask(s, &ctx, &ran, false).await?;
+    // Each decision's outcome as the last call judged it, in the first call's order.
+    for o in &mut first.outcomes {
+        if let Some(now) = second.outcomes.iter().find(|n| n.id == o.id) {
+            *o = now.clone();
+        }
+    }
+    first.warnings.extend(second.warnings);
+    Ok(first)
 }
 
 /// One `ev.reverify` call (a write, with a request id of its own).

@@ -46,25 +46,20 @@ pub fn reverify(store: &mut OpenStore, req: &ReverifyRequest) -> Result<Reverify
     };
     let e = crate::verbs::check::evaluated(store, &check)?;
     let uncommitted = e.basis.uncommitted.clone();
-    let stale: BTreeSet<String> = e
-        .eval
-        .parts
-        .iter()
-        .filter(|p| {
-            p.tests
-                .as_ref()
-                .is_some_and(|t| t.rows.iter().any(|r| &*r.event_label == STALE_BY_COMMIT))
-        })
-        .map(|p| p.tick.id().to_string())
-        .collect();
-    let live: BTreeSet<String> = e
-        .eval
-        .parts
-        .iter()
-        .map(|p| p.tick.id().to_string())
-        .collect();
+    // Without ids: every current decision a commit since its verification made stale.
     let ids: Vec<String> = if req.ids.is_empty() {
-        stale.iter().cloned().collect()
+        let stale: BTreeSet<&str> = e
+            .eval
+            .parts
+            .iter()
+            .filter(|p| {
+                p.tests
+                    .as_ref()
+                    .is_some_and(|t| t.rows.iter().any(|r| &*r.event_label == STALE_BY_COMMIT))
+            })
+            .map(|p| p.tick.id())
+            .collect();
+        stale.into_iter().map(str::to_string).collect()
     } else {
         let mut seen = BTreeSet::new();
         req.ids
@@ -73,6 +68,16 @@ pub fn reverify(store: &mut OpenStore, req: &ReverifyRequest) -> Result<Reverify
             .cloned()
             .collect()
     };
+    // Which of them are current decisions (one pass, nothing copied).
+    let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let live: std::collections::HashSet<String> = e
+        .eval
+        .parts
+        .iter()
+        .map(|p| p.tick.id())
+        .filter(|id| wanted.contains(id))
+        .map(str::to_string)
+        .collect();
     let mut result = ReverifyResult {
         head: head.clone(),
         outcomes: Vec::new(),
