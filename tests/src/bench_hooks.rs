@@ -351,20 +351,17 @@ fn reverify(w: &World, fx: &Fixture, report: &mut Report, summary: &mut Vec<Stri
             times.push(took);
         }
     }
-    let m = median(times.clone());
-    report.add(
-        "reverify",
-        fx.label,
-        "one decision, green at HEAD",
-        stats(times),
+    let said = format!(
+        "reverify {:>4}: one decision whose run at HEAD is green",
+        fx.label
     );
-    let line = format!(
-        "reverify {:>4}: one decision whose run at HEAD is green: {} (median)",
-        fx.label,
-        fmt_dur(m)
+    tell(
+        report,
+        summary,
+        ("reverify", fx.label, "one decision, green at HEAD"),
+        times,
+        &said,
     );
-    println!("  {line}");
-    summary.push(line);
     Ok(())
 }
 
@@ -415,21 +412,33 @@ fn merge_driver(
             times.push(took);
         }
     }
-    let m = median(times.clone());
-    report.add(
-        "merge",
-        fx.label,
-        "merge driver for .evolving/HEAD",
-        stats(times),
+    let said = format!(
+        "merge {:>4}: what the merge driver adds to a merge, as git runs it",
+        fx.label
     );
-    let line = format!(
-        "merge {:>4}: the merge driver adds {} to a merge (median, as git runs it)",
-        fx.label,
-        fmt_dur(m)
+    tell(
+        report,
+        summary,
+        ("merge", fx.label, "merge driver for .evolving/HEAD"),
+        times,
+        &said,
     );
+    Ok(())
+}
+
+/// One timed series: its row (verb, store, via) in the report, and `said` with its median in the
+/// summary.
+fn tell(
+    report: &mut Report,
+    summary: &mut Vec<String>,
+    (verb, store, via): (&'static str, &'static str, &'static str),
+    times: Vec<Duration>,
+    said: &str,
+) {
+    let line = format!("{said}: {} (median)", fmt_dur(median(times.clone())));
+    report.add(verb, store, via, stats(times));
     println!("  {line}");
     summary.push(line);
-    Ok(())
 }
 
 /// `PATH` with the bench's evctl first.

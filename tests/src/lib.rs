@@ -472,6 +472,27 @@ pub fn git(dir: &Path, args: &[&str]) {
     assert!(st.success(), "git {args:?}");
 }
 
+/// `git add -A` then `git commit -q -m <message>` in `dir`.
+pub fn commit_all(dir: &Path, message: &str) {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
+/// `evctl decide <text>` with one reason, blamed on a person, in `dir`: the recorded tick's id.
+pub fn decide_one(w: &World, dir: &Path, text: &str) -> String {
+    let r = w
+        .evctl(
+            dir,
+            &["decide", text, "--assume", "a reason", "--blame", "Wang Yu"],
+        )
+        .ok();
+    r.stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("recorded <id>")
+        .to_string()
+}
+
 /// A repository holding `db/schema.sql` and `api/routes.rs`, committed, with a store made by
 /// `evctl init` (run with `env`): the code the guard tests put their decisions on.
 pub fn code_repo(w: &World, env: &[(&str, &str)]) -> Repo {

@@ -7,7 +7,7 @@
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use evd_e2e::{git, Repo, World};
+use evd_e2e::{commit_all, decide_one, git, Repo, World};
 
 fn repo(w: &World) -> Repo {
     let repo = Repo::new();
@@ -17,25 +17,6 @@ fn repo(w: &World) -> Repo {
     git(p, &["add", "-A"]);
     git(p, &["commit", "-q", "-m", "store"]);
     repo
-}
-
-fn decide(w: &World, dir: &Path, text: &str) -> String {
-    let r = w
-        .evctl(
-            dir,
-            &["decide", text, "--assume", "a reason", "--blame", "Wang Yu"],
-        )
-        .ok();
-    r.stdout
-        .split_whitespace()
-        .nth(1)
-        .expect("recorded <id>")
-        .to_string()
-}
-
-fn commit_all(dir: &Path, message: &str) {
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", message]);
 }
 
 /// Every name in `ticks/` with what it is, and HEAD's bytes: what a dry run must leave alone.
@@ -68,13 +49,13 @@ fn a_head_a_merge_left_conflicted_is_refused_everywhere_and_doctor_fix_resolves_
     let w = World::new();
     let repo = repo(&w);
     let p = repo.path();
-    let base = decide(&w, p, "keep sqlite");
+    let base = decide_one(&w, p, "keep sqlite");
     commit_all(p, "base");
     git(p, &["checkout", "-q", "-b", "topic"]);
-    let theirs = decide(&w, p, "shard the queue");
+    let theirs = decide_one(&w, p, "shard the queue");
     commit_all(p, "topic decides");
     git(p, &["checkout", "-q", "main"]);
-    let ours = decide(&w, p, "cache the index");
+    let ours = decide_one(&w, p, "cache the index");
     commit_all(p, "main decides");
     // No merge driver registered: git stops on HEAD.
     let m = w.git(p, &["merge", "-q", "--no-edit", "topic"]);
@@ -145,7 +126,7 @@ fn a_head_a_merge_left_conflicted_is_refused_everywhere_and_doctor_fix_resolves_
     let c = w.git(p, &["commit", "-q", "--no-edit"]);
     assert_eq!(c.code, 0, "{c:?}");
     // The next decision builds on the HEAD kept.
-    let next = decide(&w, p, "after the merge");
+    let next = decide_one(&w, p, "after the merge");
     let shown = w.evctl(p, &["show", next.as_str()]).ok();
     assert!(
         shown.stdout.contains(&format!("\"parent_id\": \"{kept}\"")),
@@ -169,9 +150,9 @@ fn doctor_finds_strays_a_misnamed_and_a_damaged_tick_a_lost_parent_and_a_lost_he
     let w = World::new();
     let repo = repo(&w);
     let p = repo.path();
-    let first = decide(&w, p, "keep sqlite");
-    let second = decide(&w, p, "shard the queue");
-    let third = decide(&w, p, "cache the index");
+    let first = decide_one(&w, p, "keep sqlite");
+    let second = decide_one(&w, p, "shard the queue");
+    let third = decide_one(&w, p, "cache the index");
     commit_all(p, "three decisions");
     let ticks = p.join(".evolving/ticks");
     // What hands and tools leave: a merge tool's copy, an editor's backup of a tick (the tick
@@ -284,8 +265,8 @@ fn a_parent_nothing_can_give_back_is_reported_and_left_in_place() {
     let w = World::new();
     let repo = repo(&w);
     let p = repo.path();
-    let first = decide(&w, p, "keep sqlite");
-    let second = decide(&w, p, "shard the queue");
+    let first = decide_one(&w, p, "keep sqlite");
+    let second = decide_one(&w, p, "shard the queue");
     // Never committed: git has no copy of it.
     std::fs::remove_file(p.join(".evolving/ticks").join(&first)).expect("delete");
     let f = w.evctl(p, &["doctor", "--fix"]);

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use evd_e2e::{git, Repo, Run, World};
+use evd_e2e::{commit_all, decide_one, git, Repo, Run, World};
 
 /// A repository with a store, results kept out of git, and the gate and merge driver installed.
 fn repo_with_driver(w: &World) -> Repo {
@@ -23,25 +23,6 @@ fn repo_with_driver(w: &World) -> Repo {
     git(p, &["add", "-A"]);
     git(p, &["commit", "-q", "-m", "store"]);
     repo
-}
-
-fn decide(w: &World, dir: &Path, text: &str) -> String {
-    let r = w
-        .evctl(
-            dir,
-            &["decide", text, "--assume", "a reason", "--blame", "Wang Yu"],
-        )
-        .ok();
-    r.stdout
-        .split_whitespace()
-        .nth(1)
-        .expect("recorded <id>")
-        .to_string()
-}
-
-fn commit_all(dir: &Path, message: &str) {
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", message]);
 }
 
 fn head_file(dir: &Path) -> String {
@@ -78,14 +59,14 @@ fn two_branches_that_both_decided_merge_without_stopping_in_either_order() {
     let repo = repo_with_driver(&w);
     let p = repo.path();
     git(p, &["checkout", "-q", "-b", "a"]);
-    let a = decide(&w, p, "shard the queue");
+    let a = decide_one(&w, p, "shard the queue");
     commit_all(p, "decide a");
     git(p, &["checkout", "-q", "main"]);
     // main has no tick: git removed the `ticks/` it emptied, which reads as an empty one.
     assert!(!p.join(".evolving/ticks").exists());
     assert_eq!(w.evctl(p, &["list"]).ok().stdout, "no decisions yet\n");
     git(p, &["checkout", "-q", "-b", "b"]);
-    let b = decide(&w, p, "keep sqlite");
+    let b = decide_one(&w, p, "keep sqlite");
     commit_all(p, "decide b");
 
     // b into a.
@@ -127,14 +108,14 @@ fn two_branches_that_both_decided_merge_without_stopping_in_either_order() {
 
     // A rebase of a branch with a decision onto one with others, then a cherry-pick.
     git(p, &["checkout", "-q", "-b", "c", "main"]);
-    let c = decide(&w, p, "pin the model");
+    let c = decide_one(&w, p, "pin the model");
     commit_all(p, "decide c");
     let r = w.git(p, &["rebase", "-q", "a"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(head_file(p), kept.clone().max(c.clone()));
     assert_eq!(decisions(&w, p).len(), 3);
     git(p, &["checkout", "-q", "-b", "d", "main"]);
-    let d = decide(&w, p, "drop the cache");
+    let d = decide_one(&w, p, "drop the cache");
     commit_all(p, "decide d");
     git(p, &["checkout", "-q", "a"]);
     let r = w.git(p, &["cherry-pick", "d"]);
@@ -203,10 +184,10 @@ fn a_pull_between_two_clones_that_both_decided_does_not_stop() {
     };
     let (_d1, one) = clone("one");
     let (_d2, two) = clone("two");
-    decide(&w, &one, "shard the queue");
+    decide_one(&w, &one, "shard the queue");
     commit_all(&one, "one decides");
     git(&one, &["push", "-q", "origin", "main"]);
-    decide(&w, &two, "keep sqlite");
+    decide_one(&w, &two, "keep sqlite");
     commit_all(&two, "two decides");
     let r = w.git(
         &two,
@@ -328,7 +309,7 @@ fn an_octopus_of_deciding_branches_stops_cleanly_and_merges_one_at_a_time() {
         ("c", "cache the index"),
     ] {
         git(p, &["checkout", "-q", "-b", branch, "main"]);
-        ids.push(decide(&w, p, text));
+        ids.push(decide_one(&w, p, text));
         commit_all(p, branch);
     }
     git(p, &["checkout", "-q", "main"]);
