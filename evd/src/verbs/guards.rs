@@ -9,7 +9,7 @@ use proto::model::Check;
 use proto::pathspec;
 use proto::rpc::{
     CheckRequest, GuardedDecision, GuardedGround, GuardsRequest, GuardsResult, LastRun, Refusal,
-    StalenessRef, GATING_ROWS,
+    StalenessRef,
 };
 
 use crate::engine::verdict;
@@ -154,34 +154,13 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
             grounds,
         });
     }
+    // Counted when the evaluation was made: nothing here walks every part again.
     let gating_rows = if e.eval.gating {
-        e.eval
-            .parts
-            .iter()
-            .flat_map(|p| {
-                p.kept_rows()
-                    .iter()
-                    .filter(|r| r.gating)
-                    .map(move |r| p.row(r))
-            })
-            .take(GATING_ROWS)
-            .collect()
+        e.eval.gating_rows.clone()
     } else {
         Vec::new()
     };
-    // Failing tests, counted wherever they are.
-    let mut red_rows = Vec::new();
-    let mut red_total = 0;
-    for p in &e.eval.parts {
-        for r in p.kept_rows().iter() {
-            if r.gating && matches!(&*r.label, "red" | "gray->red") {
-                red_total += 1;
-                if red_rows.len() < GATING_ROWS {
-                    red_rows.push(p.row(r));
-                }
-            }
-        }
-    }
+    let (red_rows, red_total) = (e.eval.red_rows.clone(), e.eval.red_total);
     let evidence = crate::ledger::evidence::marker_rows(
         &mut store.store,
         &mut store.evidence,

@@ -23,6 +23,13 @@ pub struct Evaluation {
     pub parts: Vec<Arc<TickPart>>,
     pub tally: Tally,
     pub gating: bool,
+    /// The first [`proto::rpc::GATING_ROWS`] gating rows, in view order (what a gate shows).
+    pub gating_rows: Vec<CheckRow>,
+    /// The failing tests (`red`, `gray->red` that gate): how many, and the first
+    /// [`proto::rpc::GATING_ROWS`] of them. Kept here so that a gate's request does not walk
+    /// every part again.
+    pub red_total: usize,
+    pub red_rows: Vec<CheckRow>,
     pub harvested: usize,
     pub total: usize,
     /// The first instant at which the clock alone could change a verdict.
@@ -110,8 +117,20 @@ impl Evaluation {
         let mut tally = Tally::default();
         let (mut gating, mut harvested, mut total) = (false, 0, 0);
         let mut valid_until: Option<OffsetDateTime> = None;
+        let (mut gating_rows, mut red_rows, mut red_total) = (Vec::new(), Vec::new(), 0);
         for p in &parts {
             for r in p.kept_rows().iter() {
+                if r.gating {
+                    if gating_rows.len() < proto::rpc::GATING_ROWS {
+                        gating_rows.push(p.row(r));
+                    }
+                    if matches!(&*r.label, "red" | "gray->red") {
+                        red_total += 1;
+                        if red_rows.len() < proto::rpc::GATING_ROWS {
+                            red_rows.push(p.row(r));
+                        }
+                    }
+                }
                 // Grouped by gating (0.1.32): a `dirty` row is in the attention style yet never
                 // gates.
                 if r.gating {
@@ -133,6 +152,9 @@ impl Evaluation {
             parts,
             tally,
             gating,
+            gating_rows,
+            red_total,
+            red_rows,
             harvested,
             total,
             valid_until,
