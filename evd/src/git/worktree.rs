@@ -269,12 +269,6 @@ enum Heed {
 }
 
 fn live(dir: &Path, heed: Heed, sink: &Sink) -> Option<DirWatch> {
-    // git renames its index into place whole: a change to it is delivered at once, so that the
-    // re-evaluation it causes runs while git is still on its way to a hook that asks for it.
-    let urgent: &'static [&'static str] = match heed {
-        Heed::GitDir => &["index", "HEAD"],
-        Heed::Names(_) => &[],
-    };
     let sink = Arc::clone(sink);
     let listener: Listener = Arc::new(move |c: dirwatch::Changes| {
         let relevant = match (&c, &heed) {
@@ -288,7 +282,7 @@ fn live(dir: &Path, heed: Heed, sink: &Sink) -> Option<DirWatch> {
             sink();
         }
     });
-    hub().watch_urgent(dir, Some(listener), urgent).ok()
+    hub().watch(dir, Some(listener)).ok()
 }
 
 /// The directories to watch for `triggers` under `root`, each with the names that matter in it

@@ -100,8 +100,6 @@ pub struct Hub {
     fenced: Condvar,
     /// Set (and signalled) when a live consumer has something pending.
     live_pending: Mutex<bool>,
-    /// A change to an urgent name is pending (see [`Hub::watch_urgent`]).
-    urgent_pending: std::sync::atomic::AtomicBool,
     live_wake: Condvar,
     pump: OnceLock<()>,
     /// Why watching is turned off altogether (`EVD_NO_WATCH`), if it is.
@@ -145,9 +143,6 @@ struct Consumer {
     names: BTreeSet<String>,
     rescan: bool,
     listener: Option<Listener>,
-    /// Names whose change is delivered without waiting for changes to settle (see
-    /// [`Hub::watch_urgent`]).
-    urgent: &'static [&'static str],
 }
 
 /// The private file a drain writes to, and how far its writes have come back.
@@ -178,9 +173,7 @@ impl Consumer {
         }
     }
 
-    /// Take in a change to `name`; whether it is one to deliver at once.
-    fn note(&mut self, name: &str) -> bool {
-        let urgent = self.listener.is_some() && self.urgent.contains(&name);
+    fn note(&mut self, name: &str) {
         if !self.rescan {
             self.names.insert(name.to_string());
             if self.names.len() > MAX_PENDING_NAMES {
@@ -188,7 +181,6 @@ impl Consumer {
                 self.rescan = true;
             }
         }
-        urgent
     }
 
     fn lose(&mut self) {
@@ -229,7 +221,6 @@ impl Hub {
             }),
             fenced: Condvar::new(),
             live_pending: Mutex::new(false),
-            urgent_pending: std::sync::atomic::AtomicBool::new(false),
             live_wake: Condvar::new(),
             pump: OnceLock::new(),
             refuse,
@@ -282,20 +273,6 @@ impl Hub {
         dir: &Path,
         listener: Option<Listener>,
     ) -> Result<DirWatch, WatchError> {
-        self.watch_urgent(dir, listener, &[])
-    }
-
-    /// [`Hub::watch`], with a change to one of `urgent` (names in `dir`) delivered to the
-    /// listener at once rather than after changes settle, unless another urgent delivery went out
-    /// less than the settling time ago (a burst still comes as one batch). For a file whose every
-    /// change is a complete one (git's index, renamed into place), so that what depends on it
-    /// starts while its writer is still busy.
-    pub fn watch_urgent(
-        &'static self,
-        dir: &Path,
-        listener: Option<Listener>,
-        urgent: &'static [&'static str],
-    ) -> Result<DirWatch, WatchError> {
         if let Some(why) = &self.refuse {
             return Err(WatchError(why.clone()));
         }
@@ -323,7 +300,7 @@ impl Hub {
             inner.next_id += 1;
             let id = inner.next_id;
             let fresh = !inner.dirs.contains_key(dir);
-            inner.add(dir, key, id, listener, urgent);
+            inner.add(dir, key, id, listener);
             (id, fresh, std::mem::take(&mut inner.stale))
         };
         if let Some(n) = w.watcher.as_mut() {
@@ -510,21 +487,17 @@ impl Hub {
     /// Called on notify's thread with each event, in order.
     fn on_event(&self, ev: notify::Result<Event>) {
         let mut inner = self.lock();
-        let (live, fenced, urgent) = match ev {
+        let (live, fenced) = match ev {
             Err(e) => {
                 tracing::warn!(error = %e, "the watcher reported an error; everything rescans");
-                (inner.everyone_rescans(), false, false)
+                (inner.everyone_rescans(), false)
             }
-            Ok(ev) if ev.need_rescan() => (inner.everyone_rescans(), false, false),
+            Ok(ev) if ev.need_rescan() => (inner.everyone_rescans(), false),
             Ok(ev) => inner.route(&ev),
         };
         drop(inner);
         if fenced {
             self.fenced.notify_all();
-        }
-        if urgent {
-            self.urgent_pending
-                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
         if live {
             let mut p = self.live_pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -547,7 +520,6 @@ impl Hub {
     }
 
     fn pump(&'static self) {
-        let mut last_urgent: Option<Instant> = None;
         loop {
             {
                 let mut p = self.live_pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -556,16 +528,7 @@ impl Hub {
                 }
                 *p = false;
             }
-            // An urgent change goes out now, unless one went out less than the settling time
-            // ago: then this one waits like any other, and a burst is one batch.
-            let urgent = self
-                .urgent_pending
-                .swap(false, std::sync::atomic::Ordering::SeqCst);
-            if urgent && last_urgent.is_none_or(|t| t.elapsed() >= DEBOUNCE) {
-                last_urgent = Some(Instant::now());
-            } else {
-                std::thread::sleep(DEBOUNCE);
-            }
+            std::thread::sleep(DEBOUNCE);
             for (listener, changes) in self.collect_live() {
                 listener(changes);
             }
@@ -574,14 +537,7 @@ impl Hub {
 }
 
 impl Inner {
-    fn add(
-        &mut self,
-        dir: &Path,
-        key: (u64, u64),
-        id: u64,
-        listener: Option<Listener>,
-        urgent: &'static [&'static str],
-    ) {
+    fn add(&mut self, dir: &Path, key: (u64, u64), id: u64, listener: Option<Listener>) {
         let d = self.dirs.entry(dir.to_path_buf()).or_insert_with(|| Dir {
             key,
             consumers: Vec::new(),
@@ -600,7 +556,6 @@ impl Inner {
                 names: BTreeSet::new(),
                 rescan: false,
                 listener,
-                urgent,
             },
         );
     }
@@ -652,10 +607,9 @@ impl Inner {
 
     /// Hand one event to the consumers it concerns. Returns whether a live consumer now has
     /// something pending, and whether it was the fence's.
-    fn route(&mut self, ev: &Event) -> (bool, bool, bool) {
+    fn route(&mut self, ev: &Event) -> (bool, bool) {
         let mut live = false;
         let mut fenced = false;
-        let mut urgent = false;
         for p in &ev.paths {
             if let Some(f) = self.fence.as_mut().filter(|f| &f.path == p) {
                 if matches!(ev.kind, EventKind::Modify(ModifyKind::Data(_))) && f.seen < f.issued {
@@ -695,7 +649,7 @@ impl Inner {
                 live |= d.live > 0;
                 for id in &d.consumers {
                     if let Some(c) = self.consumers.get_mut(id) {
-                        urgent |= c.note(&name);
+                        c.note(&name);
                     }
                 }
                 continue;
@@ -707,12 +661,12 @@ impl Inner {
                 live |= d.live > 0;
                 for id in &d.consumers {
                     if let Some(c) = self.consumers.get_mut(id) {
-                        urgent |= c.note(&name);
+                        c.note(&name);
                     }
                 }
             }
         }
-        (live, fenced, urgent)
+        (live, fenced)
     }
 }
 
