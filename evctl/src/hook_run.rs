@@ -614,10 +614,7 @@ fn read_stdin() -> String {
 /// A hook that could not do its job: one line, and the commit or push goes ahead.
 fn trouble(hook: Hook, why: &str, json: bool) -> Out {
     let first = why.lines().next().unwrap_or(why);
-    let verb = match hook {
-        Hook::PreCommit => "commit",
-        Hook::PrePush => "push",
-    };
+    let verb = hook.git_verb();
     let mut out = Out::default();
     let line = format!(
         "evctl: the {} gate could not run ({first}); the {verb} goes ahead",
@@ -634,10 +631,7 @@ fn trouble(hook: Hook, why: &str, json: bool) -> Out {
 /// A store whose HEAD a merge left with conflict markers: the one trouble a gate blocks on, since
 /// committing or pushing it breaks every verb in every clone that takes it.
 fn conflicted(hook: Hook, head: &str, json: bool) -> Out {
-    let verb = match hook {
-        Hook::PreCommit => "commit",
-        Hook::PrePush => "push",
-    };
+    let verb = hook.git_verb();
     let line = format!(
         "evctl: blocked: {head} holds git's conflict markers; run `evctl doctor --fix`, \
          then `git add .evolving` and {verb} again"

@@ -39,7 +39,7 @@ impl Hook {
     }
 
     /// The git command whose `--no-verify` skips this hook.
-    pub(super) fn git_verb(self) -> &'static str {
+    pub fn git_verb(self) -> &'static str {
         match self {
             Hook::PreCommit => "commit",
             Hook::PrePush => "push",

@@ -12,15 +12,15 @@ use super::run::{git_ok, repository_git};
 /// How many commits that added the path are tried.
 const MOST_COMMITS: &str = "16";
 
-/// The bytes of `rel` (relative to `root`, in git's `/` form) from the first of its copies in
-/// git that `accept` takes: the index's, then those of the newest commits that added it. At most
-/// `max` bytes each; `None` when git has none (or `root` is no repository).
-pub fn recover(
+/// What `accept` makes of the first of the copies of `rel` (relative to `root`, in git's `/`
+/// form) it takes: the index's, then those of the newest commits that added it. At most `max`
+/// bytes each; `None` when git has none it takes (or `root` is no repository).
+pub fn recover<T>(
     root: &Path,
     rel: &str,
     max: u64,
-    accept: impl Fn(&[u8]) -> bool,
-) -> Option<Vec<u8>> {
+    accept: impl Fn(Vec<u8>) -> Option<T>,
+) -> Option<T> {
     let spec = |rev: &str| format!("{rev}:./{rel}");
     let mut revs = vec![String::new()];
     if let Some(commits) = git_ok(
@@ -52,6 +52,6 @@ pub fn recover(
             crate::sys::child::git_timeout(),
         )
         .ok()?;
-        (out.status.success() && accept(&out.stdout)).then_some(out.stdout)
+        out.status.success().then_some(out.stdout).and_then(&accept)
     })
 }

@@ -44,6 +44,20 @@ struct Plan {
     head_now: String,
 }
 
+/// A tick file's copy from git: its bytes, and the tick they hash to.
+type GitCopy = (Vec<u8>, Tick);
+
+impl Plan {
+    /// Put `ticks/<id>` back from `copy`.
+    fn put_back(&mut self, id: &str, (bytes, tick): GitCopy) {
+        self.steps.push(Step::Restore {
+            id: id.to_string(),
+            bytes,
+        });
+        self.ticks.insert(id.to_string(), tick);
+    }
+}
+
 fn finding(kind: &str, subject: String, problem: String, repair: Option<String>) -> DoctorFinding {
     DoctorFinding {
         kind: kind.into(),
@@ -114,7 +128,7 @@ fn plan(store: &mut OpenStore) -> Result<Plan, Refusal> {
             &root,
             &format!(".evolving/ticks/{id}"),
             crate::engine::limits::MAX_TICK_BYTES as u64,
-            |b| tick_named(b, id).is_some(),
+            |b| tick_named(&b, id).map(|t| (b, t)),
         )
     };
     let mut misnamed: Vec<(String, Tick)> = Vec::new();
@@ -164,10 +178,7 @@ fn plan(store: &mut OpenStore) -> Result<Plan, Refusal> {
                     };
                     let restored = if is_id { from_git(&name) } else { None };
                     match restored {
-                        Some(bytes) => {
-                            if let Some(t) = tick_named(&bytes, &name) {
-                                p.ticks.insert(name.clone(), t);
-                            }
+                        Some(copy) => {
                             p.findings.push(finding(
                                 "bad-tick",
                                 subject,
@@ -175,7 +186,7 @@ fn plan(store: &mut OpenStore) -> Result<Plan, Refusal> {
                                 Some("moved out of ticks/, and the tick put back from git".into()),
                             ));
                             p.steps.push(Step::MoveOut(name.clone()));
-                            p.steps.push(Step::Restore { id: name, bytes });
+                            p.put_back(&name, copy);
                         }
                         None => {
                             let kind = if is_id { "bad-tick" } else { "stray" };
@@ -238,19 +249,15 @@ fn plan(store: &mut OpenStore) -> Result<Plan, Refusal> {
                 continue;
             }
             let subject = format!(".evolving/ticks/{child}");
-            match from_git(&parent).and_then(|b| tick_named(&b, &parent).map(|t| (b, t))) {
-                Some((bytes, t)) => {
+            match from_git(&parent) {
+                Some(copy) => {
                     p.findings.push(finding(
                         "missing-parent",
                         subject,
                         format!("its parent {parent} is missing from ticks/"),
                         Some(format!("ticks/{parent} put back from git")),
                     ));
-                    p.steps.push(Step::Restore {
-                        id: parent.clone(),
-                        bytes,
-                    });
-                    p.ticks.insert(parent, t);
+                    p.put_back(&parent, copy);
                 }
                 None => p.findings.push(finding(
                     "missing-parent",
@@ -271,7 +278,7 @@ fn plan(store: &mut OpenStore) -> Result<Plan, Refusal> {
 fn head(
     store: &mut OpenStore,
     p: &mut Plan,
-    from_git: &dyn Fn(&str) -> Option<Vec<u8>>,
+    from_git: &dyn Fn(&str) -> Option<GitCopy>,
 ) -> Result<(), Refusal> {
     let raw = store.store.head_raw()?;
     let now = raw.trim().to_string();
@@ -281,17 +288,7 @@ fn head(
         if p.ticks.contains_key(id) {
             return true;
         }
-        match from_git(id).and_then(|b| tick_named(&b, id).map(|t| (b, t))) {
-            Some((bytes, t)) => {
-                p.steps.push(Step::Restore {
-                    id: id.to_string(),
-                    bytes,
-                });
-                p.ticks.insert(id.to_string(), t);
-                true
-            }
-            None => false,
-        }
+        from_git(id).map(|copy| p.put_back(id, copy)).is_some()
     };
     let (kind, problem, to) = if let Some(c) = proto::head::conflict(&raw) {
         let ours = proto::head::Conflict::one(&c.ours).filter(|id| put_back(p, id));
