@@ -766,6 +766,8 @@ async fn gate(s: &mut Session, hook: Hook, json: bool, strict: bool) -> Out {
         context: ctx,
         paths: Some(rel),
         limit: Some(SHOWN),
+        // What a commit stages is uncommitted by definition: evd need not look at the work tree.
+        staged: hook == Hook::PreCommit,
         ..Default::default()
     };
     let r = crate::verbs::ask_guards(s, req).await;

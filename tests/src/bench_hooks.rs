@@ -2,11 +2,12 @@
 //!
 //! In one generated repository per size (1k, 10k and 100k ticks; `--no-100k` skips the last),
 //! with `evctl hooks install` done and a warm evd, the same kind of commit (one line appended to
-//! a file many decisions guard, staged first, untimed) is timed with the hook and with
-//! `--no-verify`, alternating, and the medians are compared. Before each timed commit evd is
-//! given what a user's pause between commits gives it: the evaluation for the new HEAD (an untimed
-//! `evctl hook pre-commit`). A second series commits right after the previous commit, so the hook
-//! finds evd still re-evaluating after HEAD moved.
+//! a file many decisions guard, saved before a user's pause, staged right before the commit,
+//! untimed) is timed with the hook and with `--no-verify`, alternating, and the medians are
+//! compared. Before each timed commit evd is given what a user's pause between commits gives it:
+//! the evaluation for the new HEAD (an untimed `evctl hook pre-commit`). A second series commits
+//! right after the previous commit (and its edit), so the hook finds evd still re-evaluating
+//! after HEAD moved.
 //!
 //! A generated store gates (it holds stale and not-run verdicts), so the installed hook would
 //! block every commit; the bench's copy of the script lets the commit through (`|| true` in place
@@ -50,14 +51,21 @@ fn git_ok(w: &World, root: &Path, args: &[&str]) -> Res<()> {
 }
 
 /// Time one `git commit` of a freshly staged change; with the hook unless `no_verify`.
-fn timed_commit(w: &World, root: &Path, n: usize, no_verify: bool) -> Res<Duration> {
+/// A user's edit of the much-guarded file, saved before the pause that precedes the commit
+/// that stages it (an edit made in the very instant of a commit is the rushed series' case).
+fn edit(root: &Path, n: usize) -> Res<()> {
     use std::io::Write;
     let file = root.join(CHANGED);
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .open(&file)
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    writeln!(f, "-- bench change {n}").map_err(|e| e.to_string())?;
+    writeln!(f, "-- bench change {n}").map_err(|e| e.to_string())
+}
+
+/// `git add` of the edited file (untimed), then a timed `git commit`; then the edit the next
+/// commit stages.
+fn timed_commit(w: &World, root: &Path, n: usize, no_verify: bool) -> Res<Duration> {
     git_ok(w, root, &["add", CHANGED])?;
     let msg = format!("bench {n}");
     let mut args = vec!["commit", "-q", "-m", msg.as_str()];
@@ -80,6 +88,7 @@ fn timed_commit(w: &World, root: &Path, n: usize, no_verify: bool) -> Res<Durati
     if !no_verify && out.stderr.is_empty() {
         return Err("the hook said nothing: did it run?".into());
     }
+    edit(root, n + 1)?;
     Ok(took)
 }
 
@@ -148,6 +157,7 @@ fn one(
         "  first `evctl check` (evd opens and evaluates the store): {}",
         fmt_dur(t.elapsed())
     );
+    edit(&fx.root, 0)?;
     settle(w, &fx.root)?;
     // Warm-up: one of each, untimed.
     let mut n = 0;
@@ -290,8 +300,10 @@ fn reverify(w: &World, fx: &Fixture, report: &mut Report, summary: &mut Vec<Stri
             "test -f rv.txt",
             "--counter-test",
             "test -f rv.missing",
+            // A platform of its own: `check --run` below runs this one test, not every
+            // binding of the generated store that names `local`.
             "--on-platform",
-            "local",
+            RV_PLATFORM,
             "--triggered-by",
             "rv.txt",
             "--surface",
@@ -323,7 +335,7 @@ fn reverify(w: &World, fx: &Fixture, report: &mut Report, summary: &mut Vec<Stri
             &fx.root,
             &["commit", "-q", "--no-verify", "-m", "touch rv"],
         )?;
-        w.evctl(&fx.root, &["check", "--run", "--platform", "local"])?;
+        w.evctl(&fx.root, &["check", "--run", "--platform", RV_PLATFORM])?;
         w.evctl(&fx.root, &["check"])?;
         idle(w, &fx.root)?;
         let t = Instant::now();
@@ -353,6 +365,9 @@ fn reverify(w: &World, fx: &Fixture, report: &mut Report, summary: &mut Vec<Stri
     );
     Ok(())
 }
+
+/// The platform the re-verified decision's test is bound to.
+const RV_PLATFORM: &str = "rvbench";
 
 /// The merge driver as git runs it for `.evolving/HEAD` (`sh -c` with the command `hooks
 /// install` registered, on three temporary versions): what it adds to a merge.

@@ -22,29 +22,55 @@ pub struct TriggerIndex {
 impl TriggerIndex {
     /// The index of `parts` (an evaluation's, in order).
     pub fn of(parts: &[Arc<TickPart>]) -> TriggerIndex {
-        let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let mut triggers: Vec<(String, Vec<(usize, u8)>)> = Vec::new();
         for (i, p) in parts.iter().enumerate() {
-            for (index, _, triggered_by) in p.tick.test_bindings() {
-                let severity = p
-                    .kept_rows()
-                    .iter()
-                    .find(|r| r.ground_index == index)
-                    .map_or(0, |r| proto::rpc::severity(&r.label, r.gating));
-                for t in triggered_by.iter() {
-                    let slot = *at.entry(t).or_insert_with(|| {
-                        triggers.push((t.to_string(), Vec::new()));
-                        triggers.len() - 1
-                    });
-                    let list = &mut triggers[slot].1;
-                    match list.last_mut() {
-                        Some((part, worst)) if *part == i => *worst = (*worst).max(severity),
-                        _ => list.push((i, severity)),
-                    }
-                }
+            for (t, worst) in named(p) {
+                let slot = *at.entry(t.to_string()).or_insert_with(|| {
+                    triggers.push((t.to_string(), Vec::new()));
+                    triggers.len() - 1
+                });
+                triggers[slot].1.push((i, worst));
             }
         }
         TriggerIndex { triggers }
+    }
+
+    /// The index of `parts`, made from `prior`'s, the index of an evaluation of the same ticks
+    /// in the same order in which only the parts at `fresh` (ascending) were evaluated again: a
+    /// verdict moved, the triggers did not. `None` when a fresh part's triggers are not the ones
+    /// `prior` has for it (then [`TriggerIndex::of`] makes it whole).
+    pub fn carried(prior: &TriggerIndex, parts: &[Arc<TickPart>], fresh: &[usize]) -> Option<Self> {
+        let mut index = TriggerIndex {
+            triggers: prior.triggers.clone(),
+        };
+        if fresh.is_empty() {
+            return Some(index);
+        }
+        let slot: std::collections::HashMap<&str, usize> = prior
+            .triggers
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| (t.as_str(), i))
+            .collect();
+        for &i in fresh {
+            let named = named(parts.get(i)?);
+            // Where the prior index has this part, trigger by trigger.
+            let before = prior
+                .triggers
+                .iter()
+                .filter(|(_, list)| list.binary_search_by_key(&i, |e| e.0).is_ok())
+                .count();
+            if before != named.len() {
+                return None;
+            }
+            for (t, worst) in named {
+                let list = &mut index.triggers[*slot.get(t)?].1;
+                let at = list.binary_search_by_key(&i, |e| e.0).ok()?;
+                list[at].1 = worst;
+            }
+        }
+        Some(index)
     }
 
     /// One mark per part (`n` of them): 0 when no trigger for which `hit` holds names it, else
@@ -63,6 +89,26 @@ impl TriggerIndex {
         }
         marks
     }
+}
+
+/// The distinct triggers part `p`'s test grounds name, in order of first mention, each with the
+/// worst severity among its grounds naming it.
+fn named(p: &TickPart) -> Vec<(&str, u8)> {
+    let mut out: Vec<(&str, u8)> = Vec::new();
+    for (index, _, triggered_by) in p.tick.test_bindings() {
+        let severity = p
+            .kept_rows()
+            .iter()
+            .find(|r| r.ground_index == index)
+            .map_or(0, |r| proto::rpc::severity(&r.label, r.gating));
+        for t in triggered_by.iter() {
+            match out.iter_mut().find(|(n, _)| *n == t) {
+                Some((_, worst)) => *worst = (*worst).max(severity),
+                None => out.push((t, severity)),
+            }
+        }
+    }
+    out
 }
 
 /// The marked parts (see [`TriggerIndex::marks`]): all of them in order, or the `limit` with
@@ -106,6 +152,90 @@ mod tests {
         assert_eq!(chosen(&marks, Some(99)), vec![5, 1, 3, 2, 6]);
         assert_eq!(chosen(&marks, Some(0)), Vec::<usize>::new());
         assert_eq!(chosen(&[0, 0], Some(2)), Vec::<usize>::new());
+    }
+
+    /// A part of a tick whose test grounds name `triggers` (one list per ground), its rows
+    /// reading `labels` (label, gating) in the same order.
+    fn part(id: &str, triggers: &[&[&str]], labels: &[(&str, bool)]) -> Arc<TickPart> {
+        let grounds: Vec<serde_json::Value> = triggers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                serde_json::json!({"check": {"by": "test", "ref": format!("t{i}"),
+                    "liveness": {"platforms": ["local"], "surfaces": ["s"], "triggered_by": t},
+                    "verified_at_sha": "0000000000000000000000000000000000000000"},
+                    "claim": format!("c{i}"), "supports": "chosen"})
+            })
+            .collect();
+        let text = serde_json::json!({"blame": "x", "decision": "d", "grounds": grounds,
+            "held_since": "2026-01-01T00:00:00Z", "id": id, "observe": "",
+            "parent_id": "aaaaaaaaaaaa", "status": "live"})
+        .to_string();
+        let tick = proto::Tick::parse(&text).expect("a valid tick");
+        let rows: Vec<(bool, &str)> = labels.iter().map(|(l, _)| (false, *l)).collect();
+        let check = crate::engine::rows::CheckEvent::new("green", None, None);
+        let mut p = crate::engine::rows::testing::part_of(&tick, &rows, Some(check));
+        if let Some(tests) = p.tests.as_mut() {
+            let mut made: Vec<proto::rpc::CheckRow> = p_rows(&tick, labels);
+            made.iter_mut()
+                .enumerate()
+                .for_each(|(i, r)| r.ground_index = i);
+            tests.rows = made.into();
+        }
+        Arc::new(p)
+    }
+
+    fn p_rows(tick: &proto::Tick, labels: &[(&str, bool)]) -> Vec<proto::rpc::CheckRow> {
+        labels
+            .iter()
+            .map(|(l, gating)| proto::rpc::CheckRow {
+                label: l.to_string(),
+                tick_id: tick.id.clone(),
+                file: tick.id.clone(),
+                decision: tick.decision.clone(),
+                claim: String::new(),
+                supports: String::new(),
+                ground_index: 0,
+                detail: String::new(),
+                harvested: false,
+                class: "attention".into(),
+                gating: *gating,
+                memo_reason: None,
+                event_label: l.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_index_carried_over_a_re_evaluation_is_the_one_made_afresh() {
+        let a: &[&[&str]] = &[&["db", "api"], &["db"]];
+        let b: &[&[&str]] = &[&["api/x"]];
+        let c: &[&[&str]] = &[&["db"], &["docs"]];
+        let before = vec![
+            part("aaaaaaaaaaa1", a, &[("green", false), ("green", false)]),
+            part("aaaaaaaaaaa2", b, &[("stale", true)]),
+            part("aaaaaaaaaaa3", c, &[("green", false), ("not-run", true)]),
+        ];
+        let prior = TriggerIndex::of(&before);
+        // The first and the last were evaluated again: a verdict moved each way.
+        let after = vec![
+            part("aaaaaaaaaaa1", a, &[("dirty", false), ("red", true)]),
+            Arc::clone(&before[1]),
+            part("aaaaaaaaaaa3", c, &[("green", false), ("green", false)]),
+        ];
+        let carried = TriggerIndex::carried(&prior, &after, &[0, 2]).expect("carried");
+        assert_eq!(carried.triggers, TriggerIndex::of(&after).triggers);
+        assert_ne!(carried.triggers, prior.triggers);
+        // Nothing evaluated again: the same index.
+        let same = TriggerIndex::carried(&prior, &before, &[]).expect("carried");
+        assert_eq!(same.triggers, prior.triggers);
+        // A fresh part naming other triggers than before: made afresh instead.
+        let moved = vec![
+            part("aaaaaaaaaaa1", &[&["db"]], &[("green", false)]),
+            Arc::clone(&before[1]),
+            Arc::clone(&before[2]),
+        ];
+        assert!(TriggerIndex::carried(&prior, &moved, &[0]).is_none());
     }
 
     #[test]

@@ -392,6 +392,20 @@ impl Worktree {
         self.located = None;
     }
 
+    /// The last answer git gave at `head` for `triggers`, without looking at what the watches
+    /// saw since: for a request that needs no more of the work tree than it names itself (a
+    /// pre-commit gate). `None` when there is none to give (nothing watched, another HEAD,
+    /// other triggers), and the caller then asks [`Worktree::uncommitted`].
+    pub fn last_known(
+        &self,
+        head: Option<&str>,
+        triggers: &[String],
+    ) -> Option<Option<Arc<Uncommitted>>> {
+        let w = self.watched.as_ref()?;
+        let (at, answer) = self.known.as_ref()?;
+        (w.triggers == triggers && at.as_deref() == head).then(|| answer.clone())
+    }
+
     /// The uncommitted tracked changes under the store's `root` now, HEAD being `head`, for
     /// grounds whose (plain) triggers are `triggers`: the last answer while the watches say
     /// nothing it rests on moved, else git's. `None` when git cannot say.

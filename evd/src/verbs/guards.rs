@@ -35,12 +35,20 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
             ),
         ));
     }
-    let e = check::evaluated(
+    // A pre-commit gate's paths are uncommitted by definition: that is all it needs of the work
+    // tree (see `dirty` below), so an evaluation made before the last `git add` answers it.
+    let work = if req.staged && wanted.is_some() {
+        check::WorkTree::LastKnown
+    } else {
+        check::WorkTree::Look
+    };
+    let e = check::evaluated_with(
         store,
         &CheckRequest {
             context: req.context.clone(),
             ..CheckRequest::default()
         },
+        work,
     )?;
     // Which decisions match, and how much each asks for attention, through the evaluation's
     // trigger index: a store has few distinct triggers, so each is compared with the requested
@@ -121,6 +129,31 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
                 continue;
             };
             let recs = store.receipts.get(reference);
+            let mut row = row.clone();
+            if req.staged
+                && row.label == verdict::Label::Green.as_str()
+                && wanted.as_ref().is_some_and(|w| {
+                    liveness
+                        .triggered_by
+                        .iter()
+                        .any(|t| w.iter().any(|p| pathspec::covers(t, p)))
+                })
+            {
+                if !crate::git::ranges::plain_paths(&liveness.triggered_by) {
+                    // Asked of git path by path when evaluated: look at the work tree.
+                    if work == check::WorkTree::LastKnown {
+                        return guards(
+                            store,
+                            &GuardsRequest {
+                                staged: false,
+                                ..req.clone()
+                            },
+                        );
+                    }
+                } else {
+                    dirty(&mut row, counter_test.is_none());
+                }
+            }
             let last_run = verdict::latest(recs.iter()).map(|r| LastRun {
                 result: r.result.as_str().into(),
                 commit: r.commit.clone(),
@@ -135,10 +168,10 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
                 counter_test: counter_test.clone(),
                 triggered_by: liveness.triggered_by.clone(),
                 platforms: liveness.platforms.clone(),
-                label: row.label.clone(),
-                class: row.class.clone(),
+                label: row.label,
+                class: row.class,
                 gating: row.gating,
-                detail: row.detail.clone(),
+                detail: row.detail,
                 last_run,
             });
         }
@@ -186,4 +219,19 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
         red_total,
         warnings: e.warnings,
     })
+}
+
+/// A staged path's green ground as `check` reads it: `dirty` (a green whose triggers cover an
+/// uncommitted change), with `dirty`'s words.
+fn dirty(row: &mut proto::rpc::CheckRow, harvested: bool) {
+    let label = verdict::Label::Dirty;
+    let mut detail = verdict::detail(label, &[], &[]);
+    if harvested {
+        detail = format!("harvested — falsifiability not proven; {detail}");
+    }
+    row.label = label.as_str().into();
+    row.class = label.class().into();
+    row.gating = label.gates();
+    row.event_label = label.event_label();
+    row.detail = detail;
 }

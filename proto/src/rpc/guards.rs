@@ -31,6 +31,15 @@ pub struct GuardsRequest {
     /// too (an editor shows each at its span); otherwise only those that do not hold.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_evidence: bool,
+    /// `paths` are what a commit is staging (a pre-commit gate): uncommitted by definition, so
+    /// a green ground whose triggers cover one reads `dirty` without the work tree being looked
+    /// at. evd then answers from the evaluation it holds when nothing but the work tree may have
+    /// moved since it was made (HEAD, ticks, receipts, state files and evidence are checked as
+    /// always): the labels of grounds covering none of `paths`, and the tally's split between
+    /// `green` and `dirty`, are as of its last look at the work tree. Nothing that gates
+    /// depends on the work tree.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub staged: bool,
 }
 
 /// How many of a store's gating verdicts [`GuardsResult::gating_rows`] carries at most.

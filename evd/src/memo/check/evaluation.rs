@@ -234,6 +234,28 @@ impl Evaluation {
         same
     }
 
+    /// When `prior` (an evaluation of the same ticks in the same order) has its trigger index,
+    /// make this one's from it: only the parts at `fresh` were evaluated again. A gate or an
+    /// editor asking right after a re-evaluation then does not wait for a whole index.
+    pub fn carry_trigger_index_from(&self, prior: &Evaluation, fresh: &[usize]) {
+        if prior.parts.len() != self.parts.len() {
+            return;
+        }
+        // Every other part the very same one, at the same place.
+        let mut fresh_it = fresh.iter().peekable();
+        for (i, (a, b)) in self.parts.iter().zip(&prior.parts).enumerate() {
+            if fresh_it.next_if(|&&f| f == i).is_none() && !Arc::ptr_eq(a, b) {
+                return;
+            }
+        }
+        let Some(before) = prior.renderings.triggers.get() else {
+            return;
+        };
+        if let Some(index) = TriggerIndex::carried(before, &self.parts, fresh) {
+            let _ = self.renderings.triggers.set(index);
+        }
+    }
+
     /// The trigger index of this evaluation, built on first use.
     pub fn trigger_index(&self) -> &TriggerIndex {
         self.renderings

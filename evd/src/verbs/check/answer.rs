@@ -9,7 +9,7 @@ use proto::model::is_40_lower_hex;
 use proto::rpc::{CheckRequest, CheckResult, Refusal, StalenessRef, VerdictChange, Warning};
 use serde_json::{Map, Value};
 
-use super::basis::{basis, git_head, refuse_on_git_timeouts};
+use super::basis::{basis, git_head, refuse_on_git_timeouts, WorkTree};
 use super::evaluate::{evaluate, evaluated, kept_parts};
 use crate::memo::check::Evaluation;
 use crate::open::OpenStore;
@@ -135,7 +135,7 @@ pub fn refresh_verdicts(store: &mut OpenStore) -> Result<Vec<VerdictChange>, Ref
         }
     };
     let started = Instant::now();
-    let basis = basis(store, offline, attest, &config, reference)?;
+    let (basis, _) = basis(store, offline, attest, &config, reference, WorkTree::Look)?;
     let basis_took = started.elapsed();
     let now = crate::engine::clock::now();
     if store

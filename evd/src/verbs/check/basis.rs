@@ -83,15 +83,29 @@ pub(super) fn staleness_reference(
     }
 }
 
+/// How much of the work tree a request has looked at.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum WorkTree {
+    /// Ask it (through the watches, else git): every answer but a pre-commit gate's.
+    Look,
+    /// Take the last answer git gave at this HEAD, when there is one, without looking at what
+    /// changed since: for a request whose only use of the work tree is green against `dirty`
+    /// for paths it names itself (see [`crate::verbs::guards`]). Only ever used to find an
+    /// evaluation already made: one made on such a basis would be kept and written out.
+    LastKnown,
+}
+
 /// What the verdicts rest on right now, re-established from the disk and git: everything a
-/// remembered evaluation must match to be reused.
+/// remembered evaluation must match to be reused. With [`WorkTree::LastKnown`], the second
+/// value says whether the work tree's part is the last known answer (not looked at now).
 pub(super) fn basis(
     store: &mut OpenStore,
     offline: bool,
     attest: Option<Vec<String>>,
     config: &crate::store::config::Config,
     reference: Option<String>,
-) -> Result<Basis, Refusal> {
+    work: WorkTree,
+) -> Result<(Basis, bool), Refusal> {
     let t0 = std::time::Instant::now();
     store.refresh()?;
     let t1 = t0.elapsed();
@@ -107,7 +121,15 @@ pub(super) fn basis(
     let t4 = t0.elapsed();
     let guarded = store.guarded_paths()?;
     let t5 = t0.elapsed();
-    let uncommitted = store.uncommitted_and_ranges(head.as_deref(), &guarded);
+    let known = match work {
+        WorkTree::LastKnown => store.worktree.last_known(head.as_deref(), &guarded),
+        WorkTree::Look => None,
+    };
+    let last_known = known.is_some();
+    let uncommitted = match known {
+        Some(u) => u,
+        None => store.uncommitted_and_ranges(head.as_deref(), &guarded),
+    };
     let t6 = t0.elapsed();
     let (evidence, changes) = crate::ledger::evidence::sync(&mut store.store, &mut store.evidence)?;
     store.note_changes(changes);
@@ -122,7 +144,7 @@ pub(super) fn basis(
         evidence = ms(t0.elapsed()),
         "check basis (ms, cumulative)"
     );
-    Ok(Basis {
+    let basis = Basis {
         offline,
         attest,
         policy: config.staleness_ref.clone(),
@@ -135,7 +157,8 @@ pub(super) fn basis(
         receipts: store.receipts.generation(),
         state,
         evidence,
-    })
+    };
+    Ok((basis, last_known))
 }
 
 /// When a git child overran during this evaluation, its verdicts rest on facts that could not be

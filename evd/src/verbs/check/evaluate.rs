@@ -10,6 +10,7 @@ use proto::model::Check;
 use proto::rpc::{CheckRequest, CheckRow, Refusal};
 use proto::Tick;
 
+pub use super::basis::WorkTree;
 use super::basis::{basis, refuse_on_git_timeouts, staleness_reference};
 use super::git_facts::{GitFacts, GroundGit};
 use super::state::{read_state_files_ahead, state_dir, verdicts_digest, write_state, Graded};
@@ -23,6 +24,18 @@ use crate::open::OpenStore;
 /// Evaluate — or reuse the evaluation made on the very same basis —, keeping the state files
 /// current (§10.1 steps 1, 2, 4, 5).
 pub fn evaluated(store: &mut OpenStore, req: &CheckRequest) -> Result<Evaluated, Refusal> {
+    evaluated_with(store, req, WorkTree::Look)
+}
+
+/// [`evaluated`], looking at the work tree as much as `work` says: with
+/// [`WorkTree::LastKnown`], an evaluation already made at the last known state of the work
+/// tree answers when nothing else moved; otherwise the work tree is looked at and it goes on as
+/// [`evaluated`] does.
+pub fn evaluated_with(
+    store: &mut OpenStore,
+    req: &CheckRequest,
+    work: WorkTree,
+) -> Result<Evaluated, Refusal> {
     // Only this request's git children count.
     crate::sys::child::take_timeouts();
     store.require()?;
@@ -37,9 +50,37 @@ pub fn evaluated(store: &mut OpenStore, req: &CheckRequest) -> Result<Evaluated,
         // basis is established.
         store.check_image_ahead();
     }
-    let basis = basis(store, req.offline, attest, &config, reference)?;
-    let basis_took = started.elapsed();
+    let (mut basis, last_known) = basis(
+        store,
+        req.offline,
+        attest.clone(),
+        &config,
+        reference.clone(),
+        work,
+    )?;
     let now = crate::engine::clock::now();
+    if last_known {
+        if let Some(eval) = store.memos.get(&basis, now, true, store.state_epoch) {
+            return Ok(Evaluated {
+                eval,
+                policy: config.staleness_ref,
+                warnings,
+                basis,
+                now,
+            });
+        }
+        // Nothing made at that state: look at the work tree, as any other request does.
+        basis = self::basis(
+            store,
+            req.offline,
+            attest,
+            &config,
+            reference,
+            WorkTree::Look,
+        )?
+        .0;
+    }
+    let basis_took = started.elapsed();
     let eval = match store.memos.get(&basis, now, true, store.state_epoch) {
         Some(e) => e,
         None if let Some(e) = restored(store, &basis, now) => {
@@ -319,6 +360,7 @@ pub(super) fn evaluate(
     if let Some(p) = prior {
         if !e.share_renderings(p) && same_view {
             e.copy_plain_lines_from(p, &fresh_at);
+            e.carry_trigger_index_from(p, &fresh_at);
         }
     }
     e.serial = store.next_evaluation_serial();

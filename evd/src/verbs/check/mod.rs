@@ -18,6 +18,6 @@ pub mod run;
 pub mod state;
 
 pub use answer::{check, refresh_verdicts};
-pub use basis::{NO_UPSTREAM_SAID, NO_UPSTREAM_WARNING};
-pub use evaluate::{evaluated, settle_state_files, Evaluated};
+pub use basis::{WorkTree, NO_UPSTREAM_SAID, NO_UPSTREAM_WARNING};
+pub use evaluate::{evaluated, evaluated_with, settle_state_files, Evaluated};
 pub use run::{append_receipts, plan};
