@@ -125,6 +125,78 @@ fn parse_porcelain(out: &[u8]) -> Option<Vec<String>> {
     Some(paths)
 }
 
+/// What one `git status --porcelain=v2 --branch` says of the repository around a store: HEAD's
+/// commit (empty when unborn), the branch HEAD names (`None` when detached or unborn), and
+/// whether a tracked file under the store's root differs from HEAD (staged or not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub head: String,
+    pub branch: Option<String>,
+    pub dirty: bool,
+}
+
+/// [`Envelope`] in one git process (plus one to locate the root when `.git` is not plain):
+/// what `rev-parse HEAD`, `symbolic-ref --short HEAD` and [`status`] say together. `None` when
+/// git cannot say (not a repository, a failure, an answer it cannot read).
+pub fn envelope(root: &Path) -> Option<Envelope> {
+    let (_, prefix) = locate(root)?;
+    let out = git_raw(
+        root,
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--no-ahead-behind",
+            "--untracked-files=no",
+        ],
+    )?;
+    parse_envelope(&out, &prefix)
+}
+
+/// Read `git status --porcelain=v2 -z --branch` output; `prefix` is the store's root from the
+/// top of the work tree (`""` or ending in `/`).
+fn parse_envelope(out: &[u8], prefix: &str) -> Option<Envelope> {
+    let mut e = Envelope {
+        head: String::new(),
+        branch: None,
+        dirty: false,
+    };
+    let under = |p: &[u8]| p.starts_with(prefix.as_bytes());
+    let mut fields = out.split(|&b| b == 0).filter(|f| !f.is_empty());
+    while let Some(f) = fields.next() {
+        if let Some(h) = f.strip_prefix(b"# ") {
+            let h = std::str::from_utf8(h).ok()?;
+            if let Some(oid) = h.strip_prefix("branch.oid ") {
+                if oid != "(initial)" {
+                    e.head = oid.to_string();
+                }
+            } else if let Some(name) = h.strip_prefix("branch.head ") {
+                if name != "(detached)" {
+                    e.branch = Some(name.to_string());
+                }
+            }
+            continue;
+        }
+        // The path is the last of a fixed number of space-separated fields; a rename or copy
+        // names its source in the next field.
+        let (n, renamed) = match f.first()? {
+            b'1' => (9, false),
+            b'2' => (10, true),
+            b'u' => (11, false),
+            b'?' | b'!' => (2, false),
+            _ => return None,
+        };
+        let path = f.splitn(n, |&b| b == b' ').nth(n - 1)?;
+        e.dirty |= under(path);
+        if renamed {
+            e.dirty |= under(fields.next()?);
+        }
+    }
+    Some(e)
+}
+
 /// The whole work tree's uncommitted tracked changes, one git process (plus one to locate the
 /// root). `None` when git cannot say (not a repository, a failure): nothing reads dirty then, as
 /// upstream's failing `git status` makes nothing dirty.
@@ -524,6 +596,64 @@ mod tests {
         );
         assert!(parse_porcelain(b"garbage").is_none());
         assert_eq!(parse_porcelain(b"").expect("empty"), Vec::<String>::new());
+    }
+
+    /// The three questions [`envelope`] answers at once, asked one by one as before.
+    fn asked_one_by_one(root: &Path) -> Envelope {
+        let git = |args: &[&str]| crate::git::run::git(root, args).filter(|s| !s.is_empty());
+        Envelope {
+            head: git(&["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default(),
+            branch: git(&["symbolic-ref", "--short", "-q", "HEAD"]),
+            dirty: status(root).is_some_and(|u| !u.paths.is_empty()),
+        }
+    }
+
+    #[test]
+    fn one_status_says_what_head_branch_and_status_say() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let top = d.path();
+        let run = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .current_dir(top)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .env_remove("GIT_INDEX_FILE")
+                .env_remove("GIT_DIR")
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        run(&["init", "-q", "-b", "main"]);
+        let store = top.join("sub");
+        std::fs::create_dir_all(&store).expect("mkdir");
+        let same = |what: &str, head_set: bool| {
+            for root in [top, store.as_path()] {
+                let e = envelope(root).expect("read");
+                assert_eq!(e, asked_one_by_one(root), "{what} at {}", root.display());
+                assert_eq!(!e.head.is_empty(), head_set, "{what}");
+            }
+        };
+        same("unborn", false);
+        std::fs::write(top.join("a b.txt"), "1").expect("write");
+        std::fs::write(store.join("s.txt"), "1").expect("write");
+        run(&["add", "."]);
+        same("staged before the first commit", false);
+        run(&["commit", "-qm", "one"]);
+        same("clean", true);
+        std::fs::write(top.join("a b.txt"), "2").expect("write");
+        same("dirty above the store only", true);
+        assert!(envelope(top).expect("read").dirty);
+        assert!(!envelope(&store).expect("read").dirty);
+        run(&["commit", "-qam", "two"]);
+        run(&["mv", "sub/s.txt", "moved.txt"]);
+        same("renamed out of the store", true);
+        assert!(envelope(&store).expect("read").dirty);
+        run(&["commit", "-qm", "three"]);
+        run(&["checkout", "-q", "--detach"]);
+        same("detached", true);
+        assert_eq!(envelope(top).expect("read").branch, None);
+        assert!(parse_envelope(b"garbage\0", "").is_none());
     }
 
     #[test]

@@ -29,6 +29,15 @@ pub fn own_agent() -> &'static str {
 /// The `git` envelope of the store's repository now: branch (`HEAD` when detached), head sha
 /// and whether tracked files have uncommitted changes (empty strings outside a repository).
 pub fn git_now(root: &std::path::Path) -> serde_json::Value {
+    // One git process when it reads plainly (a write's answer waits for this).
+    if let Some(e) = crate::git::worktree::envelope(root) {
+        let branch = match e.branch {
+            Some(b) => b,
+            None if e.head.is_empty() => String::new(),
+            None => "HEAD".into(),
+        };
+        return crate::ledger::git(&branch, &e.head, e.dirty);
+    }
     let head =
         crate::git::run::git(root, &["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default();
     let branch = crate::git::run::git(root, &["symbolic-ref", "--short", "-q", "HEAD"])

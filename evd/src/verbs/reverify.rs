@@ -68,12 +68,16 @@ pub fn reverify(store: &mut OpenStore, req: &ReverifyRequest) -> Result<Reverify
             .cloned()
             .collect()
     };
-    // Which of them are current decisions (one pass, nothing copied).
+    // Which of them are current decisions (one pass, nothing copied). A part's file name is
+    // its tick's id but for a tick kept under another name: the names are compared first (one
+    // pointer less to follow per part: at 10k parts the ids alone cost milliseconds of memory
+    // reads), the ids only where a name is not an id.
     let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
     let live: std::collections::HashSet<String> = e
         .eval
         .parts
         .iter()
+        .filter(|p| wanted.contains(&*p.file) || !proto::vocab::is_tick_id(&p.file))
         .map(|p| p.tick.id())
         .filter(|id| wanted.contains(id))
         .map(str::to_string)
