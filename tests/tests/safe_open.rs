@@ -70,12 +70,29 @@ fn plant(plant: Plant, at: &Path, outside: &Path) {
         Plant::SymlinkedParent => {
             let moved = outside.join("moved");
             std::fs::create_dir_all(&moved).expect("mkdir");
-            for e in std::fs::read_dir(parent).expect("ls").flatten() {
-                std::fs::rename(e.path(), moved.join(e.file_name())).expect("move out");
+            // The daemon's work after the store's last answer (its journal, its images) may make
+            // the directory again between its removal and the link: then it is moved out again.
+            for attempt in 0.. {
+                // What was made again goes aside (the store's own files are in `moved`).
+                let to = if attempt == 0 {
+                    moved.clone()
+                } else {
+                    outside.join(format!("again-{attempt}"))
+                };
+                std::fs::create_dir_all(&to).expect("mkdir");
+                for e in std::fs::read_dir(parent).expect("ls").flatten() {
+                    std::fs::rename(e.path(), to.join(e.file_name())).expect("move out");
+                }
+                std::fs::remove_dir(parent).expect("rmdir");
+                match std::os::unix::fs::symlink(&moved, parent) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 20 => {
+                        std::thread::sleep(std::time::Duration::from_millis(50))
+                    }
+                    Err(e) => panic!("symlink {}: {e}", parent.display()),
+                }
             }
-            std::fs::remove_dir(parent).expect("rmdir");
             std::fs::write(moved.join(name), format!("{SECRET}\n")).expect("write");
-            std::os::unix::fs::symlink(&moved, parent).expect("symlink");
         }
         Plant::Directory => std::fs::create_dir_all(at).expect("mkdir"),
     }
