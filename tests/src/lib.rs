@@ -486,7 +486,12 @@ pub fn decide_one(w: &World, dir: &Path, text: &str) -> String {
             &["decide", text, "--assume", "a reason", "--blame", "Wang Yu"],
         )
         .ok();
-    r.stdout
+    recorded_id(&r.stdout)
+}
+
+/// The tick id a write verb printed: the second word of `recorded <id> …`.
+pub fn recorded_id(stdout: &str) -> String {
+    stdout
         .split_whitespace()
         .nth(1)
         .expect("recorded <id>")

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use evd_e2e::{code_repo, git, Repo, Run, World};
+use evd_e2e::{code_repo, git, recorded_id, Repo, Run, World};
 
 /// A store whose staleness reference is the local HEAD (what `evctl setup` writes).
 fn local_head_repo(w: &World) -> Repo {
@@ -66,11 +66,7 @@ fn decide(w: &World, repo: &Repo, text: &str, test: &str, counter: &str, platfor
             ],
         )
         .ok();
-    r.stdout
-        .split_whitespace()
-        .nth(1)
-        .expect("recorded <id>")
-        .to_string()
+    recorded_id(&r.stdout)
 }
 
 /// The label `evctl check --json` gives the decision `id` (its first test ground).

@@ -330,6 +330,22 @@ pub fn detail(label: Label, missing: &[String], receipts: &[Receipt]) -> String 
     }
 }
 
+/// A row's whole detail text: [`detail`], after the prefix a harvested binding (one without a
+/// counter-test) carries.
+pub fn row_detail(
+    label: Label,
+    missing: &[String],
+    receipts: &[Receipt],
+    harvested: bool,
+) -> String {
+    let detail = detail(label, missing, receipts);
+    if harvested {
+        format!("harvested — falsifiability not proven; {detail}")
+    } else {
+        detail
+    }
+}
+
 /// The per-tick roll-up for the `check` event: the event label of the first ground with the
 /// strictly highest rank, and the first stale ground's label when a higher rank masks it.
 pub fn roll_up(labels: &[Label]) -> Option<(String, Option<String>)> {

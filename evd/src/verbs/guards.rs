@@ -225,13 +225,9 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
 /// uncommitted change), with `dirty`'s words.
 fn dirty(row: &mut proto::rpc::CheckRow, harvested: bool) {
     let label = verdict::Label::Dirty;
-    let mut detail = verdict::detail(label, &[], &[]);
-    if harvested {
-        detail = format!("harvested — falsifiability not proven; {detail}");
-    }
+    row.detail = verdict::row_detail(label, &[], &[], harvested);
     row.label = label.as_str().into();
     row.class = label.class().into();
     row.gating = label.gates();
     row.event_label = label.event_label();
-    row.detail = detail;
 }

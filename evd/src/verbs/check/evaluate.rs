@@ -464,10 +464,7 @@ fn evaluate_tick(
             replaced.push(v.label);
         }
         let harvested = counter_test.is_none();
-        let mut detail = verdict::detail(label, &v.missing, &recs);
-        if harvested {
-            detail = format!("harvested — falsifiability not proven; {detail}");
-        }
+        let detail = verdict::row_detail(label, &v.missing, &recs, harvested);
         rows.push(CheckRow {
             label: label.as_str().into(),
             tick_id: tick.id.clone(),
