@@ -194,6 +194,15 @@ fn actor_loop(
     if let Some(p) = predecessor {
         p.stop_and_wait();
     }
+    // Where the repository keeps git's directories (two git processes), found while the store
+    // is being opened rather than after: the watch below needs it before the first request runs.
+    let mut layout_ahead = {
+        let root = root.clone();
+        std::thread::Builder::new()
+            .name("evd-layout".into())
+            .spawn(move || watcher::Layout::of(&root))
+            .ok()
+    };
     let mut store = OpenStore::new(root.clone());
     if let Some(build) = images {
         store.keep_images(build);
@@ -316,7 +325,11 @@ fn actor_loop(
             let sink: watcher::Sink = Arc::new(move |c| {
                 let _ = tx.send(Msg::Changes(c));
             });
-            match watcher::watch(watcher::Layout::of(&root), sink) {
+            let layout = layout_ahead
+                .take()
+                .and_then(|h| h.join().ok())
+                .unwrap_or_else(|| watcher::Layout::of(&root));
+            match watcher::watch(layout, sink) {
                 Ok(w) => {
                     watching = Some(w);
                     watch_failed = None;

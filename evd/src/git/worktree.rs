@@ -158,23 +158,40 @@ pub fn envelope(root: &Path) -> Option<Envelope> {
 /// Read `git status --porcelain=v2 -z --branch` output; `prefix` is the store's root from the
 /// top of the work tree (`""` or ending in `/`).
 fn parse_envelope(out: &[u8], prefix: &str) -> Option<Envelope> {
-    let mut e = Envelope {
+    let v2 = parse_v2(out)?;
+    let under = |p: &[u8]| p.starts_with(prefix.as_bytes());
+    Some(Envelope {
+        dirty: v2.paths.iter().any(|p| under(p)),
+        head: v2.head,
+        branch: v2.branch,
+    })
+}
+
+/// What `git status --porcelain=v2 -z --branch` says: HEAD's commit (empty when unborn), the
+/// branch HEAD names, and every path an entry names (both sides of a rename or copy).
+struct StatusV2<'a> {
+    head: String,
+    branch: Option<String>,
+    paths: Vec<&'a [u8]>,
+}
+
+fn parse_v2(out: &[u8]) -> Option<StatusV2<'_>> {
+    let mut v2 = StatusV2 {
         head: String::new(),
         branch: None,
-        dirty: false,
+        paths: Vec::new(),
     };
-    let under = |p: &[u8]| p.starts_with(prefix.as_bytes());
     let mut fields = out.split(|&b| b == 0).filter(|f| !f.is_empty());
     while let Some(f) = fields.next() {
         if let Some(h) = f.strip_prefix(b"# ") {
             let h = std::str::from_utf8(h).ok()?;
             if let Some(oid) = h.strip_prefix("branch.oid ") {
                 if oid != "(initial)" {
-                    e.head = oid.to_string();
+                    v2.head = oid.to_string();
                 }
             } else if let Some(name) = h.strip_prefix("branch.head ") {
                 if name != "(detached)" {
-                    e.branch = Some(name.to_string());
+                    v2.branch = Some(name.to_string());
                 }
             }
             continue;
@@ -188,13 +205,39 @@ fn parse_envelope(out: &[u8], prefix: &str) -> Option<Envelope> {
             b'?' | b'!' => (2, false),
             _ => return None,
         };
-        let path = f.splitn(n, |&b| b == b' ').nth(n - 1)?;
-        e.dirty |= under(path);
+        v2.paths.push(f.splitn(n, |&b| b == b' ').nth(n - 1)?);
         if renamed {
-            e.dirty |= under(fields.next()?);
+            v2.paths.push(fields.next()?);
         }
     }
-    Some(e)
+    Some(v2)
+}
+
+/// The uncommitted tracked changes under `prefix` (as [`status_at`]) with the HEAD they were
+/// read against (empty when unborn), from one git process.
+fn status_with_head(root: &Path, prefix: &str) -> Option<(String, Uncommitted)> {
+    let out = git_raw(
+        root,
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v2",
+            "-z",
+            "--branch",
+            "--no-ahead-behind",
+            "--untracked-files=no",
+        ],
+    )?;
+    let v2 = parse_v2(&out)?;
+    let mut paths: Vec<String> = v2
+        .paths
+        .iter()
+        .filter_map(|p| p.strip_prefix(prefix.as_bytes()))
+        .map(|p| String::from_utf8(p.to_vec()).ok())
+        .collect::<Option<_>>()?;
+    paths.sort();
+    paths.dedup();
+    Some((v2.head, Uncommitted { paths }))
 }
 
 /// The whole work tree's uncommitted tracked changes, one git process (plus one to locate the
@@ -317,8 +360,22 @@ pub struct Worktree {
     /// Git's directory and the root's prefix, found once while watching.
     located: Option<(PathBuf, String)>,
     sink: Option<Sink>,
+    /// The work tree looked at ahead of the first evaluation (see [`Worktree::look_ahead`]).
+    ahead: Option<std::thread::JoinHandle<Ahead>>,
     /// git processes spawned, for the bench and tests.
     pub asked: u64,
+}
+
+/// What [`Worktree::look_ahead`] found: for the triggers it guessed, the watches made before
+/// git was asked (without live listeners: the store has no sink yet), and git's answer with
+/// the HEAD it was read against.
+struct Ahead {
+    triggers: Vec<String>,
+    located: Option<(PathBuf, String)>,
+    watched: Option<(Watched, Vec<PathBuf>)>,
+    answer: Option<(String, Uncommitted)>,
+    asked: u64,
+    timeouts: Vec<String>,
 }
 
 impl std::fmt::Debug for Worktree {
@@ -490,7 +547,13 @@ impl Worktree {
         if triggers.is_empty() {
             self.watched = None;
             self.known = None;
+            self.ahead = None;
             return Some(Arc::new(Uncommitted::default()));
+        }
+        if self.ahead.is_some() {
+            if let Some(answer) = self.take_ahead(root, head, triggers) {
+                return answer;
+            }
         }
         let seen = match &mut self.watched {
             Some(w) if w.triggers == triggers => w.look(),
@@ -548,26 +611,11 @@ impl Worktree {
             }
         };
         self.located = located.clone();
-        let made = (|| -> Result<Watched, String> {
-            let (gitdir, prefix) = located.ok_or("not a git work tree")?;
-            let drained = DirWatch::new(&gitdir).map_err(|e| e.0)?;
-            let gitdir_live = live(&gitdir, Heed::GitDir, &sink);
-            let (by_dir, from_index) = guarded_dirs(root, triggers, &mut self.asked)?;
-            let mut dirs = Vec::with_capacity(by_dir.len());
-            for (dir, names) in by_dir {
-                let names = names.map(Arc::new);
-                let drained = DirWatch::new(&dir).map_err(|e| e.0)?;
-                let l = live(&dir, Heed::Names(names.clone()), &sink);
-                dirs.push((drained, l, names));
-            }
-            Ok(Watched {
-                triggers: triggers.to_vec(),
-                prefix,
-                from_index,
-                gitdir: (drained, gitdir_live),
-                dirs,
-            })
-        })();
+        let made = make_watched(root, triggers, located, Some(&sink), &mut self.asked);
+        self.took_watches(root, triggers, made.map(|(w, _)| w));
+    }
+
+    fn took_watches(&mut self, root: &Path, triggers: &[String], made: Result<Watched, String>) {
         match made {
             Ok(w) => {
                 self.watched = Some(w);
@@ -581,6 +629,127 @@ impl Worktree {
             }
         }
     }
+
+    /// Before the store's first evaluation, while its ticks are still being read back: on a
+    /// thread of its own, locate the repository, watch what `guess` (the guarded paths the
+    /// last evaluation had) needs watched, then ask git for the work tree's changes. The first
+    /// evaluation takes that answer only if its guarded paths are the guessed ones and the
+    /// watches, made before git was asked, saw nothing since (see [`Worktree::uncommitted`]);
+    /// otherwise it asks as it always does. `guess` runs on that thread; `None` or an empty
+    /// list: nothing is looked at.
+    pub fn look_ahead(
+        &mut self,
+        root: &Path,
+        guess: impl FnOnce() -> Option<Vec<String>> + Send + 'static,
+    ) {
+        if self.ahead.is_some() || self.watched.is_some() || self.known.is_some() {
+            return;
+        }
+        let root = root.to_path_buf();
+        let located = self.located.clone();
+        self.ahead = std::thread::Builder::new()
+            .name("evd-worktree-ahead".into())
+            .spawn(move || {
+                let triggers = guess().unwrap_or_default();
+                let mut asked = 0;
+                let located = match (located, triggers.is_empty()) {
+                    (l, true) => l,
+                    (Some(l), false) => Some(l),
+                    (None, false) => {
+                        asked += 1;
+                        locate(&root)
+                    }
+                };
+                let watched = (!triggers.is_empty())
+                    .then(|| make_watched(&root, &triggers, located.clone(), None, &mut asked).ok())
+                    .flatten();
+                let answer = watched.as_ref().and_then(|(w, _)| {
+                    asked += 1;
+                    status_with_head(&root, &w.prefix)
+                });
+                Ahead {
+                    triggers,
+                    located,
+                    watched,
+                    answer,
+                    asked,
+                    timeouts: crate::sys::child::take_timeouts(),
+                }
+            })
+            .ok();
+    }
+
+    /// Take what [`Worktree::look_ahead`] found, once: its watches (given live listeners now)
+    /// and its answer, when made for `triggers` and nothing they watch moved since git was
+    /// asked at `head`. `Some` is the answer to give.
+    fn take_ahead(
+        &mut self,
+        root: &Path,
+        head: Option<&str>,
+        triggers: &[String],
+    ) -> Option<Option<Arc<Uncommitted>>> {
+        let ahead = self.ahead.take()?.join().ok()?;
+        crate::sys::child::note_timeouts(ahead.timeouts);
+        self.asked += ahead.asked;
+        if self.located.is_none() {
+            self.located = ahead.located;
+        }
+        let sink = self.sink.clone()?;
+        if self.watched.is_some() || ahead.triggers != triggers {
+            return None;
+        }
+        let (mut w, paths) = ahead.watched?;
+        let (at, answer) = ahead.answer?;
+        if w.look() != Seen::Nothing || at != head.unwrap_or("") {
+            return None;
+        }
+        if let Some((gitdir, _)) = &self.located {
+            w.gitdir.1 = live(gitdir, Heed::GitDir, &sink);
+        }
+        for ((_, l, names), dir) in w.dirs.iter_mut().zip(&paths) {
+            *l = live(dir, Heed::Names(names.clone()), &sink);
+        }
+        // Anything that moved while the listeners were being made is in the drained watches:
+        // the next evaluation's look finds it.
+        self.took_watches(root, triggers, Ok(w));
+        let answer = Some(Arc::new(answer));
+        self.known = Some((head.map(str::to_string), answer.clone()));
+        Some(answer)
+    }
+}
+
+/// The watches for `triggers` (see [`Worktree::watch`]), with live listeners telling `sink`
+/// when there is one, and the directories watched (in the order of [`Watched::dirs`]).
+fn make_watched(
+    root: &Path,
+    triggers: &[String],
+    located: Option<(PathBuf, String)>,
+    sink: Option<&Sink>,
+    asked: &mut u64,
+) -> Result<(Watched, Vec<PathBuf>), String> {
+    let (gitdir, prefix) = located.ok_or("not a git work tree")?;
+    let drained = DirWatch::new(&gitdir).map_err(|e| e.0)?;
+    let gitdir_live = sink.and_then(|s| live(&gitdir, Heed::GitDir, s));
+    let (by_dir, from_index) = guarded_dirs(root, triggers, asked)?;
+    let mut dirs = Vec::with_capacity(by_dir.len());
+    let mut paths = Vec::with_capacity(by_dir.len());
+    for (dir, names) in by_dir {
+        let names = names.map(Arc::new);
+        let drained = DirWatch::new(&dir).map_err(|e| e.0)?;
+        let l = sink.and_then(|s| live(&dir, Heed::Names(names.clone()), s));
+        dirs.push((drained, l, names));
+        paths.push(dir);
+    }
+    Ok((
+        Watched {
+            triggers: triggers.to_vec(),
+            prefix,
+            from_index,
+            gitdir: (drained, gitdir_live),
+            dirs,
+        },
+        paths,
+    ))
 }
 
 #[cfg(test)]
@@ -654,6 +823,110 @@ mod tests {
         same("detached", true);
         assert_eq!(envelope(top).expect("read").branch, None);
         assert!(parse_envelope(b"garbage\0", "").is_none());
+    }
+
+    /// A repository with `db/schema.sql` and `notes.txt` committed (the store's root is its top).
+    fn repo_with_guarded_file() -> tempfile::TempDir {
+        let d = tempfile::tempdir().expect("tempdir");
+        let top = d.path();
+        let run = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .current_dir(top)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .env_remove("GIT_INDEX_FILE")
+                .env_remove("GIT_DIR")
+                .status()
+                .expect("git")
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        run(&["init", "-q", "-b", "main"]);
+        std::fs::create_dir_all(top.join("db")).expect("mkdir");
+        std::fs::write(top.join("db/schema.sql"), "1").expect("write");
+        std::fs::write(top.join("notes.txt"), "1").expect("write");
+        run(&["add", "."]);
+        run(&["commit", "-qm", "one"]);
+        d
+    }
+
+    fn watching() -> Worktree {
+        let mut w = Worktree::default();
+        w.set_sink(Some(Arc::new(|| {})));
+        w
+    }
+
+    /// Wait for the look-ahead's thread, so that what a test does next comes after its answer.
+    fn settle(w: &Worktree) {
+        while w.ahead.as_ref().is_some_and(|h| !h.is_finished()) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn a_look_ahead_answers_only_while_nothing_it_watched_moved() {
+        let d = repo_with_guarded_file();
+        let root = d.path();
+        let head = crate::git::run::git(root, &["rev-parse", "HEAD"]);
+        let t = vec!["db/schema.sql".to_string()];
+
+        // Nothing guarded moved: the first evaluation takes the answer git gave ahead (an
+        // unguarded file changed since is not in it, as it is in no kept answer).
+        std::fs::write(root.join("db/schema.sql"), "2").expect("write");
+        let mut w = watching();
+        let guess = t.clone();
+        w.look_ahead(root, move || Some(guess));
+        settle(&w);
+        std::fs::write(root.join("notes.txt"), "2").expect("write");
+        let a = w.uncommitted(root, head.as_deref(), &t).expect("answer");
+        assert_eq!(a.paths, vec!["db/schema.sql"], "the answer given ahead");
+        let asked = w.asked;
+        assert_eq!(w.uncommitted(root, head.as_deref(), &t), Some(a));
+        assert_eq!(w.asked, asked, "kept while the watches see nothing");
+        // Its watches are the store's from then on: a later save is seen.
+        std::fs::write(root.join("db/schema.sql"), "1").expect("write");
+        let a = w.uncommitted(root, head.as_deref(), &t).expect("answer");
+        assert_eq!(a.paths, vec!["notes.txt"]);
+        std::fs::write(root.join("notes.txt"), "1").expect("write");
+
+        // A guarded file saved after git answered ahead: that answer is not used.
+        let mut w = watching();
+        let guess = t.clone();
+        w.look_ahead(root, move || Some(guess));
+        settle(&w);
+        std::fs::write(root.join("db/schema.sql"), "3").expect("write");
+        let a = w.uncommitted(root, head.as_deref(), &t).expect("answer");
+        assert_eq!(a.paths, vec!["db/schema.sql"]);
+        std::fs::write(root.join("db/schema.sql"), "1").expect("write");
+
+        // Guessed other triggers: asked afresh for the real ones.
+        let mut w = watching();
+        w.look_ahead(root, || Some(vec!["notes.txt".to_string()]));
+        settle(&w);
+        std::fs::write(root.join("notes.txt"), "2").expect("write");
+        let a = w.uncommitted(root, head.as_deref(), &t).expect("answer");
+        assert_eq!(a.paths, vec!["notes.txt"], "the whole tree, asked now");
+
+        // Another HEAD than the one git answered at: not used.
+        let mut w = watching();
+        let guess = t.clone();
+        w.look_ahead(root, move || Some(guess));
+        settle(&w);
+        let other = "0".repeat(40);
+        let a = w.uncommitted(root, Some(&other), &t).expect("answer");
+        assert_eq!(a.paths, vec!["notes.txt"]);
+        assert!(w
+            .known
+            .as_ref()
+            .is_some_and(|(h, _)| h.as_deref() == Some(other.as_str())));
+
+        // No daemon's sink: nothing is taken from ahead (nothing could be watched live).
+        let mut w = Worktree::default();
+        let guess = t.clone();
+        w.look_ahead(root, move || Some(guess));
+        settle(&w);
+        assert!(w.uncommitted(root, head.as_deref(), &t).is_some());
+        assert!(w.watched.is_none());
     }
 
     #[test]

@@ -57,6 +57,19 @@ fn read_guarded(r: &mut Reader<'_>) -> Option<Option<Vec<String>>> {
     Some(Some(paths))
 }
 
+/// The guarded paths held by the evaluation image in `results`, when it reads whole and was made
+/// by `build`: what the first evaluation will most likely guard, a guess to look at the work
+/// tree ahead with (see [`crate::git::worktree::Worktree::look_ahead`]), never trusted as such.
+fn guarded_in_image(results: &Path, build: &str) -> Option<Vec<String>> {
+    let bytes = crate::sys::fsio::read_limited(&results.join(CHECK_IMAGE), LIMIT).ok()?;
+    let mut r = Reader::checked(&bytes)?;
+    if r.str()? != MAGIC || r.str()? != build {
+        return None;
+    }
+    r.u64()?;
+    read_guarded(&mut r)?
+}
+
 /// The stamp of a regular file as a directory handle's `stat` saw it.
 fn stamp_of(st: &crate::sys::beneath::Stat) -> Option<FileStamp> {
     (st.kind == crate::sys::beneath::Kind::File).then(|| {
@@ -436,6 +449,35 @@ impl OpenStore {
             .map(|h| (generation, h));
     }
 
+    /// [`crate::store::Store::acquire`], with the evaluation image read and decoded (on a
+    /// thread of its own) as soon as the tick image is taken back, while the first scan
+    /// confirms that image: a check takes it (see [`read_check_ahead`]).
+    pub(super) fn acquire_store(&mut self, kind: &str) -> Result<(), proto::rpc::Refusal> {
+        let images = &mut self.images;
+        self.store
+            .acquire_then(kind, |store| read_check_ahead(images, store))
+    }
+
+    /// When the store is about to be opened with an evaluation image to take back: look at the
+    /// work tree ahead, for the paths that image guarded, while the ticks are read back (see
+    /// [`crate::git::worktree::Worktree::look_ahead`]; its answer is used only when provably
+    /// current).
+    pub(super) fn worktree_ahead(&mut self) {
+        let Some(build) = self.images.build.clone() else {
+            return;
+        };
+        if self.images.taken {
+            return;
+        }
+        let results = self.results_dir();
+        if !std::fs::symlink_metadata(results.join(CHECK_IMAGE)).is_ok_and(|m| m.is_file()) {
+            return;
+        }
+        let root = self.store.root().to_path_buf();
+        self.worktree
+            .look_ahead(&root, move || guarded_in_image(&results, &build));
+    }
+
     /// The paths the current view's test grounds guard, as the evaluation image holds them:
     /// only while the tick cache is exactly the tick image that image was made with (same build,
     /// same checksum, every tick file unchanged), whose view they were derived from.
@@ -449,74 +491,11 @@ impl OpenStore {
     /// Read the evaluation image, once, while the tick cache is exactly the tick image it was
     /// made with, and decode its parts on a thread of their own while the check establishes
     /// its basis (git's answers take a while): [`OpenStore::take_check_image`] finds them
-    /// decoded. Nothing read here is trusted before that function has compared it. For a plain
-    /// check only, right before its basis (whatever is read ahead is taken by that check).
+    /// decoded. Nothing read here is trusted before that function has compared it. While the
+    /// store is opened (see [`read_check_ahead`]), and before a plain check's basis (the first
+    /// plain check takes whatever was read ahead).
     pub fn check_image_ahead(&mut self) {
-        if self.images.ahead.is_some() || self.images.taken {
-            return;
-        }
-        let Some(build) = self.images.build.clone() else {
-            return;
-        };
-        if self.store.tick_image_generation() != Some(self.store.ticks_generation()) {
-            return;
-        }
-        let Ok(bytes) =
-            crate::sys::fsio::read_limited(&self.results_dir().join(CHECK_IMAGE), LIMIT)
-        else {
-            return;
-        };
-        let Ok(view) = self.store.current_shared() else {
-            return;
-        };
-        let sum = self.store.tick_image_sum();
-        let header = (|| {
-            let mut r = Reader::checked(&bytes)?;
-            if r.str()? != MAGIC || r.str()? != &*build || Some(r.u64()?) != sum {
-                return None;
-            }
-            let guarded = read_guarded(&mut r)?;
-            let n = r.count(36)?;
-            let mut receipts = Vec::with_capacity(n);
-            for _ in 0..n {
-                receipts.push((r.str()?.to_string(), read_stamp(&mut r)?));
-            }
-            let n = r.count(12)?;
-            let mut cited = Vec::with_capacity(n);
-            for _ in 0..n {
-                cited.push((r.str()?.to_string(), r.u64()?));
-            }
-            let in_ledger = if r.bool()? {
-                Some((r.u64()?, r.str()?.to_string()))
-            } else {
-                None
-            };
-            Some((guarded, receipts, cited, in_ledger, r.offset()))
-        })();
-        let Some((guarded, receipts, cited, in_ledger, offset)) = header else {
-            return;
-        };
-        let decoding = std::thread::Builder::new()
-            .name("evd-check-image".into())
-            .spawn(move || {
-                let body = bytes.get(..bytes.len().checked_sub(8)?)?.get(offset..)?;
-                let mut r = Reader::part(body);
-                let (facts, parts) = check_image::decode(&mut r, &view)?;
-                // The stamp of every state file as the evaluation left it (the digests of what
-                // they say are the parts' own).
-                let left: Vec<FileStamp> = (0..parts.len())
-                    .map(|_| read_stamp(&mut r))
-                    .collect::<Option<_>>()?;
-                r.at_end().then_some((facts, parts, left))
-            })
-            .ok();
-        self.images.ahead = Some(CheckAhead {
-            guarded,
-            receipts,
-            cited,
-            in_ledger,
-            decoding,
-        });
+        read_check_ahead(&mut self.images, &mut self.store);
     }
 
     /// The parts of the evaluation image, once per opened store, when everything it was made
@@ -650,4 +629,78 @@ impl OpenStore {
             evaluation: self.images.answered,
         })
     }
+}
+
+/// [`OpenStore::check_image_ahead`], also while the store is being opened: right after the tick
+/// image was taken back, on the view it holds (decoded for nothing if the first scan then finds
+/// `ticks/` otherwise: [`OpenStore::take_check_image`] compares the generations).
+fn read_check_ahead(images: &mut super::Images, store: &mut crate::store::Store) {
+    if images.ahead.is_some() || images.taken {
+        return;
+    }
+    let Some(build) = images.build.clone() else {
+        return;
+    };
+    let Ok(bytes) = crate::sys::fsio::read_limited(&store.results_dir().join(CHECK_IMAGE), LIMIT)
+    else {
+        return;
+    };
+    // The view the cache holds while it is exactly the tick image; before the first scan,
+    // the one the image holds.
+    let view = if store.tick_image_generation() == Some(store.ticks_generation()) {
+        store.current_shared().ok()
+    } else {
+        store.tick_image_view_unconfirmed()
+    };
+    let Some(view) = view else {
+        return;
+    };
+    let sum = store.tick_image_sum();
+    let header = (|| {
+        let mut r = Reader::checked(&bytes)?;
+        if r.str()? != MAGIC || r.str()? != &*build || Some(r.u64()?) != sum {
+            return None;
+        }
+        let guarded = read_guarded(&mut r)?;
+        let n = r.count(36)?;
+        let mut receipts = Vec::with_capacity(n);
+        for _ in 0..n {
+            receipts.push((r.str()?.to_string(), read_stamp(&mut r)?));
+        }
+        let n = r.count(12)?;
+        let mut cited = Vec::with_capacity(n);
+        for _ in 0..n {
+            cited.push((r.str()?.to_string(), r.u64()?));
+        }
+        let in_ledger = if r.bool()? {
+            Some((r.u64()?, r.str()?.to_string()))
+        } else {
+            None
+        };
+        Some((guarded, receipts, cited, in_ledger, r.offset()))
+    })();
+    let Some((guarded, receipts, cited, in_ledger, offset)) = header else {
+        return;
+    };
+    let decoding = std::thread::Builder::new()
+        .name("evd-check-image".into())
+        .spawn(move || {
+            let body = bytes.get(..bytes.len().checked_sub(8)?)?.get(offset..)?;
+            let mut r = Reader::part(body);
+            let (facts, parts) = check_image::decode(&mut r, &view)?;
+            // The stamp of every state file as the evaluation left it (the digests of what
+            // they say are the parts' own).
+            let left: Vec<FileStamp> = (0..parts.len())
+                .map(|_| read_stamp(&mut r))
+                .collect::<Option<_>>()?;
+            r.at_end().then_some((facts, parts, left))
+        })
+        .ok();
+    images.ahead = Some(CheckAhead {
+        guarded,
+        receipts,
+        cited,
+        in_ledger,
+        decoding,
+    });
 }

@@ -338,9 +338,10 @@ impl OpenStore {
         if !self.store.is_locked() {
             self.look_ahead();
             self.git_answers_ahead();
+            self.worktree_ahead();
             self.state_watch.ensure_ahead();
         }
-        let r = self.store.acquire(kind);
+        let r = self.acquire_store(kind);
         if self.store.lock_losses() != self.lock_losses {
             self.lock_losses = self.store.lock_losses();
             self.ranges_ahead = None;

@@ -235,6 +235,17 @@ impl Store {
     /// Become the store's only writer. Refused, naming the holder, when another process owns it.
     /// Also finishes an append a crash interrupted (see [`Store::recover_head`]).
     pub fn acquire(&mut self, kind: &str) -> Result<(), Refusal> {
+        self.acquire_then(kind, |_| {})
+    }
+
+    /// [`Store::acquire`], running `after_image` as soon as the image of the parsed ticks was
+    /// taken back (before the first scan confirms it: see [`Store::tick_image_view_unconfirmed`])
+    /// when this call opens the store.
+    pub fn acquire_then(
+        &mut self,
+        kind: &str,
+        after_image: impl FnOnce(&mut Store),
+    ) -> Result<(), Refusal> {
         self.check_layout()?;
         match &self.lock {
             Some(l) if l.still_valid() => return Ok(()),
@@ -274,6 +285,7 @@ impl Store {
         }
         self.clean_temp();
         self.take_tick_image();
+        after_image(self);
         self.recover_head()?;
         Ok(())
     }
@@ -681,6 +693,12 @@ impl Store {
     /// Whether the tick cache has read `ticks/` at least once.
     pub fn tick_cache_loaded(&self) -> bool {
         self.cache.loaded()
+    }
+
+    /// The view the tick image taken back holds, before the first scan confirmed it (see
+    /// [`TickCache::image_view_unconfirmed`]).
+    pub fn tick_image_view_unconfirmed(&mut self) -> Option<Arc<tick_cache::CurrentView>> {
+        self.cache.image_view_unconfirmed()
     }
 
     /// The tick generation at which the cache held exactly the image it took back (see

@@ -131,6 +131,9 @@ pub struct TickCache {
     /// The current view the image holds (each tick's place among the files in name order,
     /// newest first), computed by this build: the view while the cache is exactly the image.
     image_view: Option<Vec<u32>>,
+    /// That view made already, before the first scan confirmed the image (see
+    /// [`TickCache::image_view_unconfirmed`]).
+    image_view_made: Option<Arc<CurrentView>>,
     /// Whether the image taken back held a view this build can use.
     image_whole: bool,
     /// The generation at which the cache held exactly the image taken back (its first scan
@@ -164,6 +167,7 @@ impl TickCache {
             image_taken: false,
             image_sum: None,
             image_view: None,
+            image_view_made: None,
             image_whole: false,
             image_generation: None,
             ahead: None,
@@ -179,6 +183,7 @@ impl TickCache {
         self.watch = None;
         self.image_taken = false;
         self.image_view = None;
+        self.image_view_made = None;
         self.image_generation = None;
         self.ahead = None;
     }
@@ -465,12 +470,33 @@ impl TickCache {
     }
 
     /// The view the image held, while the cache is exactly that image (once).
-    fn view_from_image(&mut self) -> Option<CurrentView> {
+    fn view_from_image(&mut self) -> Option<Arc<CurrentView>> {
         let at = self.image_view.take()?;
+        let made = self.image_view_made.take();
         if self.image_generation != Some(self.generation) {
             return None;
         }
-        // The cache holds exactly the image's files, in the same (name) order.
+        made.or_else(|| self.view_at(&at).map(Arc::new))
+    }
+
+    /// The view the image taken back holds, before the first scan has confirmed that `ticks/`
+    /// is exactly that image: for work done ahead that is thrown away unless it is (whoever
+    /// uses it compares [`TickCache::image_generation`] with [`TickCache::generation`] first).
+    /// `None` once the first scan ran, or when the image held no view this build can use.
+    pub fn image_view_unconfirmed(&mut self) -> Option<Arc<CurrentView>> {
+        if !self.image_taken || self.stamp.is_some() {
+            return None;
+        }
+        if let Some(made) = &self.image_view_made {
+            return Some(Arc::clone(made));
+        }
+        let view = Arc::new(self.view_at(self.image_view.as_deref()?)?);
+        self.image_view_made = Some(Arc::clone(&view));
+        Some(view)
+    }
+
+    /// The ticks at places `at` among the files (in name order), each with its name.
+    fn view_at(&self, at: &[u32]) -> Option<CurrentView> {
         let files: Vec<(&Arc<str>, &Cached)> = self.files.iter().collect();
         at.iter()
             .map(|&i| {
@@ -588,7 +614,6 @@ impl TickCache {
         }
         self.entries()?;
         if let Some(view) = self.view_from_image() {
-            let view = Arc::new(view);
             self.view = Some((self.generation, Arc::clone(&view)));
             return Ok(view);
         }
@@ -844,8 +869,9 @@ impl TickImage {
 
 /// What a tick cache image starts with (its layout's version in the name).
 const IMAGE_MAGIC: &str = "evd tick image 3";
-/// Ticks per chunk of an image.
-const IMAGE_CHUNK: usize = 2048;
+/// Ticks per chunk of an image: small enough that the chunks split evenly between the threads
+/// that decode them (2,048 left one of two threads a third more to do at 10k ticks).
+const IMAGE_CHUNK: usize = 512;
 
 /// What a tick cache image holds: its entries, and the current view (each tick's place among
 /// the entries, in name order) with the build that computed it.
