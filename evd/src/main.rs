@@ -12,11 +12,6 @@ use evd::daemon::{server, systemd};
 use evd::store::lock;
 use evd::sys::paths;
 
-/// mimalloc: per-thread heaps, so a thread descheduled inside an allocation never stalls the
-/// others (glibc's arena locks did, for milliseconds, on a busy two-core machine).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// evd — the decision-memory daemon behind evctl.
 ///
 /// One evd serves every .evolving/ store of its user: it owns each store it opens (a lock, one
