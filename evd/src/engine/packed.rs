@@ -10,6 +10,8 @@
 //! building anything. [`PackedTick::tick`] rebuilds the exact [`Tick`] for the verbs that need
 //! one; it is lossless (`PackedTick::pack(&t).tick() == t`).
 
+use std::sync::Arc;
+
 use proto::model::{Check, Ground, Liveness, SourceRef};
 use proto::Tick;
 
@@ -94,12 +96,60 @@ const LIST_NUMBERED: [u32; 3] = [64, 128, 256];
 ///   test's ref, verified_at_sha, counter_test (empty when absent) and each list's items.
 #[derive(Debug)]
 pub struct PackedTick {
-    text: Box<str>,
+    text: Text,
     index: Index,
     /// The decision identity ([`crate::engine::view::identity_of`] the tick), for the view's collapse.
     identity: crate::engine::view::Identity,
     /// What few ticks have (a `source_ref`, keys this version does not know), kept as it is.
     rare: Option<Box<Rare>>,
+}
+
+/// A tick's text: its own, or a stretch of the tick image it was taken back from, shared by
+/// every tick of that image (a restart then allocates and copies no text: on a cold heap that
+/// was a fault per page of it).
+enum Text {
+    Own(Box<str>),
+    InImage {
+        image: Arc<Vec<u8>>,
+        at: usize,
+        len: u32,
+    },
+}
+
+impl Text {
+    /// `s` as the stretch of `image` it is; `None` when it lies elsewhere.
+    fn in_image(image: &Arc<Vec<u8>>, s: &str) -> Option<Text> {
+        let at = (s.as_ptr() as usize).checked_sub(image.as_ptr() as usize)?;
+        let len = u32::try_from(s.len()).ok()?;
+        let end = at.checked_add(s.len())?;
+        (image.get(at..end)?.as_ptr() == s.as_ptr()).then(|| Text::InImage {
+            image: Arc::clone(image),
+            at,
+            len,
+        })
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            Text::Own(s) => s,
+            Text::InImage { image, at, len } => {
+                let bytes = image.get(*at..*at + *len as usize).unwrap_or_default();
+                // SAFETY: made only from a `&str` found to be exactly these bytes of the image
+                // ([`Text::in_image`]), and an image is never changed once shared.
+                unsafe { std::str::from_utf8_unchecked(bytes) }
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
 }
 
 #[derive(Debug)]
@@ -514,7 +564,7 @@ impl PackedTick {
             }
         }
         PackedTick {
-            text: b.text.as_str().into(),
+            text: Text::Own(b.text.as_str().into()),
             index: Index::of(&b.index),
             identity: crate::engine::view::identity_of(t),
             rare: (t.source_ref.is_some() || !t.unknown_keys.is_empty()).then(|| {
@@ -849,9 +899,18 @@ impl PackedTick {
     }
 
     /// Read a tick written by [`PackedTick::encode`]; `numbers` maps the image's text numbers
-    /// to this process' ([`ImageTexts::decode`]). `None` for a damaged image.
-    pub fn decode(r: &mut crate::engine::codec::Reader<'_>, numbers: &[u32]) -> Option<PackedTick> {
-        let text: Box<str> = r.str()?.into();
+    /// to this process' ([`ImageTexts::decode`]). With the `image` the reader reads, the tick's
+    /// text is that stretch of it rather than a copy. `None` for a damaged image.
+    pub fn decode(
+        r: &mut crate::engine::codec::Reader<'_>,
+        numbers: &[u32],
+        image: Option<&Arc<Vec<u8>>>,
+    ) -> Option<PackedTick> {
+        let s = r.str()?;
+        let text = match image.and_then(|image| Text::in_image(image, s)) {
+            Some(t) => t,
+            None => Text::Own(s.into()),
+        };
         let index = if r.bool()? {
             let n = r.count(2)?;
             Index::Narrow((0..n).map(|_| r.u16()).collect::<Option<_>>()?)
@@ -942,13 +1001,28 @@ mod tests {
             ImageTexts::decode(&mut Reader::checked(&table).expect("table")).expect("texts");
         let mut r = Reader::checked(&body).expect("body");
         for _ in 0..2 {
-            let back = PackedTick::decode(&mut r, &numbers).expect("decodes");
+            let back = PackedTick::decode(&mut r, &numbers, None).expect("decodes");
             assert_eq!(back.tick(), t);
             assert_eq!(back.identity(), p.identity());
         }
         assert!(r.at_end());
+        // Decoded with its image, a tick's text is that stretch of the image, not a copy.
+        let image = Arc::new(body.clone());
+        let mut r = Reader::checked(&image).expect("body");
+        for _ in 0..2 {
+            let back = PackedTick::decode(&mut r, &numbers, Some(&image)).expect("decodes");
+            assert!(matches!(back.text, Text::InImage { .. }));
+            assert_eq!(back.tick(), t);
+        }
+        // A reader over other bytes than the image given: the text is copied.
+        let mut r = Reader::checked(&body).expect("body");
+        let back = PackedTick::decode(&mut r, &numbers, Some(&image)).expect("decodes");
+        assert!(matches!(back.text, Text::Own(_)));
+        assert_eq!(back.tick(), t);
         // An image number the table does not have is a damaged image.
-        assert!(PackedTick::decode(&mut Reader::checked(&body).expect("body"), &[]).is_none());
+        assert!(
+            PackedTick::decode(&mut Reader::checked(&body).expect("body"), &[], None).is_none()
+        );
         for extra in [
             r#""zz":1"#,
             r#""source_ref":"R1""#,
@@ -973,7 +1047,7 @@ mod tests {
         let table = w.finish();
         let numbers = ImageTexts::decode(&mut Reader::checked(&table)?)?;
         let body = body.finish();
-        PackedTick::decode(&mut Reader::checked(&body)?, &numbers).map(|p| p.tick())
+        PackedTick::decode(&mut Reader::checked(&body)?, &numbers, None).map(|p| p.tick())
     }
 
     #[test]

@@ -305,6 +305,7 @@ impl Store {
         match fsio::read_limited(&path, IMAGE_LIMIT) {
             Ok(bytes) => {
                 let read = started.elapsed();
+                let bytes = Arc::new(bytes);
                 let taken = self.cache.take_image(&bytes, self.image_build.as_deref());
                 self.ticks_from_image = taken;
                 tracing::debug!(

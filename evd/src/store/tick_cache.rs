@@ -449,7 +449,7 @@ impl TickCache {
     /// is kept only if the first scan finds its file with the very same stamp (a file that
     /// changed, or was never imaged, is read as usual). Returns how many ticks were taken; 0
     /// for a damaged or foreign image, or when the cache has already read `ticks/`.
-    pub fn take_image(&mut self, image: &[u8], build: Option<&str>) -> usize {
+    pub fn take_image(&mut self, image: &Arc<Vec<u8>>, build: Option<&str>) -> usize {
         if self.stamp.is_some() || !self.files.is_empty() {
             return 0;
         }
@@ -878,7 +878,7 @@ const IMAGE_CHUNK: usize = 512;
 type Image = (BTreeMap<Arc<str>, Cached>, Option<(String, Vec<u32>)>);
 
 /// The entries of a tick cache image; `None` when any of it does not read.
-fn read_image(image: &[u8]) -> Option<Image> {
+fn read_image(image: &Arc<Vec<u8>>) -> Option<Image> {
     let mut r = crate::engine::codec::Reader::checked(image)?;
     if r.str()? != IMAGE_MAGIC {
         return None;
@@ -914,7 +914,8 @@ fn read_image(image: &[u8]) -> Option<Image> {
                 len: r.u64()?,
                 ino: std::num::NonZeroU64::new(r.u64()?)?,
             };
-            let tick = PackedTick::decode(&mut r, &numbers)?;
+            // The tick's text stays in the image (see `PackedTick::decode`).
+            let tick = PackedTick::decode(&mut r, &numbers, Some(image))?;
             out.push((name, Cached::with(Some(stamp), Entry::Tick(Arc::new(tick)))));
         }
         r.at_end().then_some(out)
