@@ -79,15 +79,25 @@ const MAX_REF_DIRS: usize = 256;
 const GIT_DIR_NAMES: &[&str] = &["HEAD", "packed-refs", "config", "commondir"];
 
 impl Layout {
-    /// The layout of the store under `root`, asking git where its directories are.
+    /// The layout of the store under `root`, asking git where its directories are (unless it
+    /// is the top of a plain repository).
     pub fn of(root: &Path) -> Layout {
         let ev = root.join(".evolving");
-        let git = |arg: &str| crate::git::run::git(root, &["rev-parse", arg]).map(|s| root.join(s));
+        let (git_dir, git_common) = match crate::git::worktree::plain_git_dir(root) {
+            // A plain repository at the store's root: no git process to learn where.
+            Some(gitdir) => (Some(gitdir.clone()), Some(gitdir)),
+            None => {
+                let git = |arg: &str| {
+                    crate::git::run::git(root, &["rev-parse", arg]).map(|s| root.join(s))
+                };
+                (git("--absolute-git-dir"), git("--git-common-dir"))
+            }
+        };
         Layout {
             receipts: ev.join("results").join("receipts"),
             ticks: ev.join("ticks"),
-            git_dir: git("--absolute-git-dir"),
-            git_common: git("--git-common-dir"),
+            git_dir,
+            git_common,
             ev,
         }
     }
@@ -271,6 +281,62 @@ mod tests {
             }
         }
         panic!("the change never arrived; saw {seen:?}");
+    }
+
+    #[test]
+    fn a_plain_repository_is_laid_out_without_git_as_git_would_say() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let top = d.path();
+        git(top, &["init", "-q", "-b", "main"]);
+        git(
+            top,
+            &[
+                "-c",
+                "user.name=W",
+                "-c",
+                "user.email=w@e.invalid",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "one",
+            ],
+        );
+        let sub = top.join("sub");
+        std::fs::create_dir(&sub).expect("mkdir");
+        let linked = d.path().join("linked");
+        git(
+            top,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                linked.to_str().expect("utf-8"),
+                "-b",
+                "side",
+            ],
+        );
+        let canonical = |p: Option<PathBuf>| p.and_then(|p| std::fs::canonicalize(p).ok());
+        for (root, plain) in [(top.to_path_buf(), true), (sub, false), (linked, false)] {
+            assert_eq!(
+                crate::git::worktree::plain_git_dir(&root).is_some(),
+                plain,
+                "{root:?}"
+            );
+            let ours = Layout::of(&root);
+            let ask =
+                |arg: &str| crate::git::run::git(&root, &["rev-parse", arg]).map(|s| root.join(s));
+            assert_eq!(
+                canonical(ours.git_dir),
+                canonical(ask("--absolute-git-dir")),
+                "{root:?}"
+            );
+            assert_eq!(
+                canonical(ours.git_common),
+                canonical(ask("--git-common-dir")),
+                "{root:?}"
+            );
+        }
     }
 
     #[test]

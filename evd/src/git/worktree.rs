@@ -74,6 +74,13 @@ fn locate(root: &Path) -> Option<(PathBuf, String)> {
     Some((gitdir, prefix))
 }
 
+/// git's directory for a store whose `root` is the top of a plain repository (see
+/// [`locate_plainly`]): there, git's directory and its common directory are both `root/.git`.
+/// `None`: ask git.
+pub fn plain_git_dir(root: &Path) -> Option<PathBuf> {
+    locate_plainly(root).map(|(gitdir, _)| gitdir)
+}
+
 /// [`locate`] without spawning git, where the answer is plain: `root` holds `.git` as a real
 /// directory that git takes for a repository (`HEAD`, `objects/`, `refs/`), so git's discovery
 /// stops there and `root` is the top of the work tree; and that repository's config names
