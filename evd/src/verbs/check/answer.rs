@@ -10,7 +10,7 @@ use proto::rpc::{CheckRequest, CheckResult, Refusal, StalenessRef, VerdictChange
 use serde_json::{Map, Value};
 
 use super::basis::{basis, git_head, refuse_on_git_timeouts, WorkTree};
-use super::evaluate::{evaluate, evaluated, kept_parts};
+use super::evaluate::{evaluate, evaluated, kept_parts, restored};
 use crate::memo::check::Evaluation;
 use crate::open::OpenStore;
 use crate::store::results::cached_origin;
@@ -143,6 +143,12 @@ pub fn refresh_verdicts(store: &mut OpenStore) -> Result<Vec<VerdictChange>, Ref
         .get(&basis, now, false, store.state_epoch)
         .is_none()
     {
+        // Right after a restart the watch's first catch-up may come before the first check:
+        // the evaluation image answers it as it would that check.
+        if let Some(e) = restored(store, &basis, now) {
+            store.memos.put(basis, e);
+            return Ok(std::mem::take(&mut store.pending_changes));
+        }
         let prior = store.memos.prior(&basis, now);
         let e = evaluate(store, &basis, now, false, prior.as_deref())?;
         tracing::debug!(

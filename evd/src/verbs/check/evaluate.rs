@@ -116,7 +116,9 @@ pub fn evaluated_with(
 /// The evaluation the previous daemon imaged, when it is provably the one an evaluation now
 /// would make (see [`crate::open::image`]): taken back instead of evaluating, once per opened
 /// store, its verdicts folded into the snapshot live pushes come from as a fresh one's are.
-fn restored(
+/// Also for the re-evaluation a change (or the watch's first catch-up) asks for, when it comes
+/// before the first check: the image is taken by whichever evaluates first.
+pub(super) fn restored(
     store: &mut OpenStore,
     basis: &crate::memo::check::Basis,
     now: time::OffsetDateTime,
