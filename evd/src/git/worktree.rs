@@ -784,22 +784,25 @@ mod tests {
         }
     }
 
+    /// `git args…` in `dir` (as a test's author), which must succeed.
+    fn git_in(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .env_remove("GIT_INDEX_FILE")
+            .env_remove("GIT_DIR")
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
     #[test]
     fn one_status_says_what_head_branch_and_status_say() {
         let d = tempfile::tempdir().expect("tempdir");
         let top = d.path();
-        let run = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .current_dir(top)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .env_remove("GIT_INDEX_FILE")
-                .env_remove("GIT_DIR")
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        };
+        let run = |args: &[&str]| git_in(top, args);
         run(&["init", "-q", "-b", "main"]);
         let store = top.join("sub");
         std::fs::create_dir_all(&store).expect("mkdir");
@@ -836,18 +839,7 @@ mod tests {
     fn repo_with_guarded_file() -> tempfile::TempDir {
         let d = tempfile::tempdir().expect("tempdir");
         let top = d.path();
-        let run = |args: &[&str]| {
-            let ok = std::process::Command::new("git")
-                .current_dir(top)
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .env_remove("GIT_INDEX_FILE")
-                .env_remove("GIT_DIR")
-                .status()
-                .expect("git")
-                .success();
-            assert!(ok, "git {args:?}");
-        };
+        let run = |args: &[&str]| git_in(top, args);
         run(&["init", "-q", "-b", "main"]);
         std::fs::create_dir_all(top.join("db")).expect("mkdir");
         std::fs::write(top.join("db/schema.sql"), "1").expect("write");
