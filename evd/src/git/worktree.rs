@@ -142,23 +142,23 @@ pub struct Envelope {
     pub dirty: bool,
 }
 
+/// `git status` with HEAD and the branch, machine-readable (read by [`parse_v2`]).
+const STATUS_V2: &[&str] = &[
+    "--no-optional-locks",
+    "status",
+    "--porcelain=v2",
+    "-z",
+    "--branch",
+    "--no-ahead-behind",
+    "--untracked-files=no",
+];
+
 /// [`Envelope`] in one git process (plus one to locate the root when `.git` is not plain):
 /// what `rev-parse HEAD`, `symbolic-ref --short HEAD` and [`status`] say together. `None` when
 /// git cannot say (not a repository, a failure, an answer it cannot read).
 pub fn envelope(root: &Path) -> Option<Envelope> {
     let (_, prefix) = locate(root)?;
-    let out = git_raw(
-        root,
-        &[
-            "--no-optional-locks",
-            "status",
-            "--porcelain=v2",
-            "-z",
-            "--branch",
-            "--no-ahead-behind",
-            "--untracked-files=no",
-        ],
-    )?;
+    let out = git_raw(root, STATUS_V2)?;
     parse_envelope(&out, &prefix)
 }
 
@@ -223,18 +223,7 @@ fn parse_v2(out: &[u8]) -> Option<StatusV2<'_>> {
 /// The uncommitted tracked changes under `prefix` (as [`status_at`]) with the HEAD they were
 /// read against (empty when unborn), from one git process.
 fn status_with_head(root: &Path, prefix: &str) -> Option<(String, Uncommitted)> {
-    let out = git_raw(
-        root,
-        &[
-            "--no-optional-locks",
-            "status",
-            "--porcelain=v2",
-            "-z",
-            "--branch",
-            "--no-ahead-behind",
-            "--untracked-files=no",
-        ],
-    )?;
+    let out = git_raw(root, STATUS_V2)?;
     let v2 = parse_v2(&out)?;
     let mut paths: Vec<String> = v2
         .paths
