@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use proto::json::q;
-use proto::rpc::{CheckRow, GuardedDecision, GuardedGround, GuardsResult};
+use proto::rpc::{CheckRow, GuardedDecision, GuardedGround, GuardsResult, Refusal};
 use serde::Serialize;
 
 use crate::hooks::{Hook, SKIP_VAR};
@@ -691,6 +691,80 @@ fn arm_watchdog(hook: Hook, json: bool) {
     }
 }
 
+/// The index a commit's gate reads: git's `GIT_INDEX_FILE` in a hook (from the top of the work
+/// tree, where git runs hooks, when relative), else the repository's own when `.git` is a
+/// directory at the top. `None` (a linked worktree, a submodule) asks git instead.
+fn index_file(cwd: &Path, top: &Path) -> Option<String> {
+    let path = match std::env::var_os("GIT_INDEX_FILE").filter(|v| !v.is_empty()) {
+        Some(v) => cwd.join(v),
+        None => {
+            let git = top.join(".git");
+            if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+                return None;
+            }
+            git.join("index")
+        }
+    };
+    path.to_str().map(str::to_string)
+}
+
+/// The reason a pre-push gate with nothing pushed ends quietly.
+const NOTHING_PUSHED: &str = "nothing_pushed";
+
+/// The changed paths asked of git (a git child, read while this thread resolves the git facts
+/// the verdicts need and reaches evd: the gate waits for the slower, not their sum), then
+/// the decisions guarding them.
+async fn asked_of_git(
+    s: &mut Session,
+    hook: Hook,
+    root: &Path,
+    top: &Path,
+    input: String,
+) -> (Vec<String>, Result<proto::rpc::GuardsResult, Refusal>) {
+    let (changed, ctx) = {
+        let top = top.to_path_buf();
+        let reader = std::thread::Builder::new()
+            .name("evctl-changed".into())
+            .spawn(move || match hook {
+                Hook::PreCommit => staged(&top),
+                Hook::PrePush => pushed(&top, &input),
+            });
+        let ctx = crate::verbs::verdict_context(s, false);
+        let _ = s.daemon().await;
+        let changed = match reader {
+            Ok(r) => r
+                .join()
+                .unwrap_or_else(|_| Err("reading the changed paths failed".into())),
+            Err(e) => Err(format!("cannot start a thread: {e}")),
+        };
+        (changed, ctx)
+    };
+    let changed = match changed {
+        Ok(c) => c,
+        Err(e) => return (Vec::new(), Err(Refusal::refused("changed_paths", e))),
+    };
+    if hook == Hook::PrePush && changed.is_empty() {
+        return (changed, Err(Refusal::refused(NOTHING_PUSHED, "")));
+    }
+    // git names paths from the top; the store speaks of paths from its own root.
+    let mut rel = Vec::with_capacity(changed.len());
+    for p in &changed {
+        if let Ok(r) = crate::context::store_relative(root, top, p) {
+            rel.push(r);
+        }
+    }
+    let req = proto::rpc::GuardsRequest {
+        context: ctx,
+        paths: Some(rel),
+        limit: Some(SHOWN),
+        // What a commit stages is uncommitted by definition: evd need not look at the work tree.
+        staged: hook == Hook::PreCommit,
+        ..Default::default()
+    };
+    let r = crate::verbs::ask_guards(s, req).await;
+    (changed, r)
+}
+
 pub async fn run(s: &mut Session, a: HookArgs) -> Out {
     let hook = a.which.hook();
     let json = s.json;
@@ -720,40 +794,6 @@ async fn gate(s: &mut Session, hook: Hook, json: bool, strict: bool) -> Out {
         Ok(t) => t,
         Err(e) => return trouble(hook, &e, json),
     };
-    // The changed paths (a git child) are read while this thread resolves the git facts the
-    // verdicts need and reaches evd: a commit waits for the slowest of the three, not their sum.
-    let (changed, ctx) = {
-        let top = top.clone();
-        let reader = std::thread::Builder::new()
-            .name("evctl-changed".into())
-            .spawn(move || match hook {
-                Hook::PreCommit => staged(&top),
-                Hook::PrePush => pushed(&top, &input),
-            });
-        let ctx = crate::verbs::verdict_context(s, false);
-        let _ = s.daemon().await;
-        let changed = match reader {
-            Ok(r) => r
-                .join()
-                .unwrap_or_else(|_| Err("reading the changed paths failed".into())),
-            Err(e) => Err(format!("cannot start a thread: {e}")),
-        };
-        (changed, ctx)
-    };
-    let changed = match changed {
-        Ok(c) => c,
-        Err(e) => return trouble(hook, &e, json),
-    };
-    if hook == Hook::PrePush && changed.is_empty() {
-        return Out::default();
-    }
-    // git names paths from the top; the store speaks of paths from its own root.
-    let mut rel = Vec::with_capacity(changed.len());
-    for p in &changed {
-        if let Ok(r) = crate::context::store_relative(&root, &top, p) {
-            rel.push(r);
-        }
-    }
     let prefix = root
         .strip_prefix(&top)
         .ok()
@@ -762,20 +802,44 @@ async fn gate(s: &mut Session, hook: Hook, json: bool, strict: bool) -> Out {
         .map(|p| format!("{p}/"))
         .unwrap_or_default();
     let shown = |p: &str| format!("{prefix}{p}");
-    let req = proto::rpc::GuardsRequest {
-        context: ctx,
-        paths: Some(rel),
-        limit: Some(SHOWN),
-        // What a commit stages is uncommitted by definition: evd need not look at the work tree.
-        staged: hook == Hook::PreCommit,
-        ..Default::default()
+    // A commit's staged change is read by evd from the index itself (no git child here); an
+    // index it cannot read that way, or a push, is asked of git.
+    let index = match hook {
+        Hook::PreCommit => index_file(&s.cwd, &top),
+        Hook::PrePush => None,
     };
-    let r = crate::verbs::ask_guards(s, req).await;
+    let (changed, r) = match index {
+        Some(index) => {
+            let ctx = crate::verbs::verdict_context(s, false);
+            let req = proto::rpc::GuardsRequest {
+                context: ctx,
+                limit: Some(SHOWN),
+                staged: true,
+                staged_index: Some(proto::rpc::StagedIndex {
+                    index,
+                    prefix: prefix.clone(),
+                }),
+                ..Default::default()
+            };
+            match crate::verbs::ask_guards(s, req).await {
+                Ok(mut r) => match r.staged_paths.take() {
+                    Some(changed) => (changed, Ok(r)),
+                    None => asked_of_git(s, hook, &root, &top, input).await,
+                },
+                Err(e) if e.reason == "staged_unknown" => {
+                    asked_of_git(s, hook, &root, &top, input).await
+                }
+                Err(e) => (Vec::new(), Err(e)),
+            }
+        }
+        None => asked_of_git(s, hook, &root, &top, input).await,
+    };
     let r = match r {
         Ok(r) => r,
         Err(e) if e.reason == "conflicted_head" => {
             return conflicted(hook, &shown(".evolving/HEAD"), json)
         }
+        Err(e) if e.reason == NOTHING_PUSHED => return Out::default(),
         Err(e) => return trouble(hook, &e.message, json),
     };
     let said = match hook {
@@ -858,6 +922,7 @@ mod tests {
             gating_rows: Vec::new(),
             warnings: Vec::new(),
             evidence: Vec::new(),
+            staged_paths: None,
         }
     }
 

@@ -646,3 +646,52 @@ fn outside_a_work_tree_hooks_are_refused_and_a_hook_without_a_store_is_silent() 
     let r = w.evctl(repo.path(), &["hooks", "install"]).ok();
     assert!(r.stdout.contains("store: none yet"), "{r:?}");
 }
+
+/// The gate reads what this very commit records: the index git hands the hook (a partial
+/// commit's, `commit -a`'s), read by evd itself, and git's own answer where evd cannot read
+/// the index (a split index).
+#[test]
+fn the_gate_reads_exactly_what_this_commit_records() {
+    let w = World::new();
+    let fx = fixture(&w, None);
+    let p = fx.repo.path();
+    w.evctl(p, &["hooks", "install"]).ok();
+    // A commit of the schema makes its decision read stale: a gating verdict of a decision
+    // guarding db/schema.sql, so only a commit that records db/schema.sql is blocked.
+    stage_change(&w, &fx, "db/schema.sql");
+    assert_eq!(commit(&w, &fx, &[], &["--no-verify"]).code, 0);
+    let blocked_for_schema = |r: &Run| {
+        r.code == 1
+            && r.stderr.contains(&format!(
+                "it changes db/schema.sql, which decision {}",
+                fx.schema
+            ))
+    };
+
+    // The schema is staged, but a partial commit records only the README: it goes through.
+    stage_change(&w, &fx, "db/schema.sql");
+    append(&p.join("README"), "more\n");
+    let before = head(&w, p);
+    let r = w.git(p, &["commit", "-q", "-m", "readme only", "--", "README"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("blocked"), "{r:?}");
+    assert_ne!(head(&w, p), before);
+    // The staged schema is still there: a plain commit records it, and is blocked.
+    let r = commit(&w, &fx, &[], &[]);
+    assert!(blocked_for_schema(&r), "{r:?}");
+    w.git(p, &["reset", "-q"]).ok();
+    // Nothing staged, the schema edited: `commit -a` records it, and is blocked.
+    let r = commit(&w, &fx, &[], &["-a"]);
+    assert!(blocked_for_schema(&r), "{r:?}");
+    w.git(p, &["checkout", "-q", "--", "db/schema.sql"]).ok();
+    append(&p.join("README"), "again\n");
+    let r = commit(&w, &fx, &[], &["-a"]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // A split index is git's to read: the gate still sees the staged schema.
+    w.git(p, &["update-index", "--split-index"]).ok();
+    stage_change(&w, &fx, "db/schema.sql");
+    let r = commit(&w, &fx, &[], &[]);
+    assert!(blocked_for_schema(&r), "{r:?}");
+    assert!(w.daemon_pid().is_some(), "answered by this world's evd");
+}

@@ -325,6 +325,7 @@ pub mod tests {
             red_total: 0,
             warnings: vec![],
             evidence: vec![],
+            staged_paths: None,
         }
     }
 

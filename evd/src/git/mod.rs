@@ -9,4 +9,5 @@ pub mod facts;
 pub mod history;
 pub mod ranges;
 pub mod run;
+pub mod staged;
 pub mod worktree;

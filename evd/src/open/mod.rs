@@ -138,6 +138,9 @@ pub struct OpenStore {
     /// git's answers about this repository (its HEAD), reused while nothing they depend on
     /// changed.
     pub git: crate::git::facts::FactCache,
+    /// HEAD's tree, flattened, as a pre-commit gate last needed it (see
+    /// [`crate::git::staged`]): replaced when HEAD moves.
+    pub head_tree: Option<crate::git::staged::HeadTree>,
     /// How many state files this store wrote (see [`crate::memo::check::Evaluation::state_epoch`]).
     pub state_epoch: u64,
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
@@ -258,6 +261,7 @@ impl OpenStore {
             worktree: crate::git::worktree::Worktree::default(),
             guarded: None,
             git: crate::git::facts::FactCache::for_repository(),
+            head_tree: None,
             state_written: Default::default(),
             state_read_ahead: Default::default(),
             state_record_taken: false,

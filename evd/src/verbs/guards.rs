@@ -21,6 +21,53 @@ use crate::verbs::check;
 pub const MAX_PATHS: usize = 100_000;
 
 pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult, Refusal> {
+    let Some(si) = req.staged_index.as_ref().filter(|_| req.paths.is_none()) else {
+        return guards_of_paths(store, req);
+    };
+    // A pre-commit gate's staged change, read here from the index: the gate spawns no git.
+    let staged = staged_paths(store, si).ok_or_else(|| {
+        Refusal::refused(
+            "staged_unknown",
+            format!(
+                "evd cannot read the staged change of {} itself; ask git and send the paths",
+                si.index
+            ),
+        )
+    })?;
+    let rel: Vec<String> = staged
+        .iter()
+        .filter_map(|p| p.strip_prefix(si.prefix.as_str()))
+        .map(str::to_string)
+        .collect();
+    let mut r = guards_of_paths(
+        store,
+        &GuardsRequest {
+            paths: Some(rel),
+            staged: true,
+            staged_index: None,
+            ..req.clone()
+        },
+    )?;
+    r.staged_paths = Some(staged);
+    Ok(r)
+}
+
+/// The paths the index `si` stages against HEAD (from the top of the work tree), HEAD's tree
+/// asked of git once per HEAD and kept; `None` when that cannot be read without guessing.
+fn staged_paths(store: &mut OpenStore, si: &proto::rpc::StagedIndex) -> Option<Vec<String>> {
+    let index = std::path::Path::new(&si.index);
+    if !index.is_absolute() {
+        return None;
+    }
+    let root = store.store.root().to_path_buf();
+    let head = check::basis::git_head(&mut store.git, &root)?;
+    if store.head_tree.as_ref().map(|t| t.commit.as_str()) != Some(head.as_str()) {
+        store.head_tree = Some(crate::git::staged::HeadTree::of(&root, &head)?);
+    }
+    crate::git::staged::staged(index, store.head_tree.as_ref()?)
+}
+
+fn guards_of_paths(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult, Refusal> {
     let wanted: Option<Vec<&str>> = req
         .paths
         .as_ref()
@@ -142,7 +189,7 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
                 if !crate::git::ranges::plain_paths(&liveness.triggered_by) {
                     // Asked of git path by path when evaluated: look at the work tree.
                     if work == check::WorkTree::LastKnown {
-                        return guards(
+                        return guards_of_paths(
                             store,
                             &GuardsRequest {
                                 staged: false,
@@ -218,6 +265,7 @@ pub fn guards(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsResult
         red_rows,
         red_total,
         warnings: e.warnings,
+        staged_paths: None,
     })
 }
 

@@ -40,6 +40,25 @@ pub struct GuardsRequest {
     /// depends on the work tree.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub staged: bool,
+    /// Instead of `paths`: the paths a commit stages in this git index, which evd works out
+    /// itself (what `git diff --cached --name-only --no-renames` lists) and answers in
+    /// [`GuardsResult::staged_paths`]; a gate then runs no git of its own. An index evd cannot
+    /// read that way is refused with reason `staged_unknown`: the caller then asks git and
+    /// sends `paths`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged_index: Option<StagedIndex>,
+}
+
+/// A git index whose staged change a pre-commit gate asks about.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StagedIndex {
+    /// The index file: absolute (git's `GIT_INDEX_FILE` in a hook, else the repository's own).
+    pub index: String,
+    /// The store's root relative to the top of the work tree, `/`-terminated (empty when the
+    /// store is at the top): staged paths are named from the top, triggers from the store.
+    #[serde(default)]
+    pub prefix: String,
 }
 
 /// How many of a store's gating verdicts [`GuardsResult::gating_rows`] carries at most.
@@ -131,6 +150,10 @@ pub struct GuardsResult {
     /// [`GuardsRequest::all_evidence`], every citation, labelled `holds` where it does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<EvidenceRow>,
+    /// With [`GuardsRequest::staged_index`]: the staged paths, from the top of the work tree,
+    /// in git's order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged_paths: Option<Vec<String>>,
 }
 
 /// How much a verdict asks for attention: a gating verdict first, then red over stale over

@@ -22,7 +22,7 @@ pub const NO_UPSTREAM_SAID: &str = "evd-no-upstream";
 
 /// The repository's HEAD commit, as evd sees it (`None` outside git): `git rev-parse --verify
 /// -q HEAD`, through the store's cache of git's answers.
-pub(super) fn git_head(facts: &mut crate::git::facts::FactCache, root: &Path) -> Option<String> {
+pub fn git_head(facts: &mut crate::git::facts::FactCache, root: &Path) -> Option<String> {
     facts
         .answer(root, crate::git::facts::Query::Head)
         .filter(|s| is_40_lower_hex(s))

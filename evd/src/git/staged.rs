@@ -1,0 +1,454 @@
+//! What a commit would record: the paths whose staged content differs from HEAD's (what `git
+//! diff --cached --name-only --no-renames` lists), read from the index file itself and compared
+//! with HEAD's tree, which git is asked for (`ls-tree`) once per HEAD and kept. A pre-commit gate
+//! then spawns no git of its own: the index is read in well under a millisecond, git's startup
+//! costs several.
+//!
+//! It owns the index parser (versions 2 to 4, SHA-1 ids), the `ls-tree -r -z` parser and the
+//! comparison. It must not write anything, take the caller's git environment, or guess: an
+//! index it does not wholly understand (split or sparse, intent-to-add entries, a required
+//! extension it does not know, another object format) answers `None`, and the caller asks git.
+
+use std::path::Path;
+
+/// An index or tree larger than this is left to git.
+const MAX_BYTES: u64 = 64 << 20;
+/// An index or tree with more entries than this is left to git.
+const MAX_ENTRIES: usize = 1_000_000;
+/// The length of a SHA-1 object id, the only format read here.
+const OID: usize = 20;
+
+/// One path's staged state: its mode and object id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    path: Box<[u8]>,
+    mode: u32,
+    oid: [u8; OID],
+}
+
+/// HEAD's tree, flattened (every blob, link and gitlink with its full path), sorted by path
+/// bytes as the index is.
+#[derive(Debug, Clone)]
+pub struct HeadTree {
+    /// The commit it is the tree of.
+    pub commit: String,
+    entries: Vec<Entry>,
+}
+
+impl HeadTree {
+    /// Ask git for the tree of `commit` (40 lowercase hex) in the repository at `root`.
+    pub fn of(root: &Path, commit: &str) -> Option<HeadTree> {
+        if !proto::model::is_40_lower_hex(commit) {
+            return None;
+        }
+        let out = crate::sys::child::output(
+            &mut super::run::repository_git(
+                root,
+                &["ls-tree", "-r", "-z", "--full-tree", "--", commit],
+            ),
+            crate::sys::child::git_timeout(),
+        )
+        .ok()?;
+        if !out.status.success() || out.stdout.len() as u64 > MAX_BYTES {
+            return None;
+        }
+        Some(HeadTree {
+            commit: commit.to_string(),
+            entries: parse_ls_tree(&out.stdout)?,
+        })
+    }
+
+    /// The tree with these entries (for tests).
+    #[cfg(test)]
+    fn from_ls_tree(commit: &str, bytes: &[u8]) -> Option<HeadTree> {
+        Some(HeadTree {
+            commit: commit.to_string(),
+            entries: parse_ls_tree(bytes)?,
+        })
+    }
+}
+
+/// `git ls-tree -r -z` output: `<mode> SP <type> SP <hex id> TAB <path> NUL` per entry, sorted
+/// by path bytes. `None` for anything else (a SHA-256 id among them).
+fn parse_ls_tree(bytes: &[u8]) -> Option<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for rec in bytes.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        let tab = rec.iter().position(|&b| b == b'\t')?;
+        let (meta, path) = (&rec[..tab], &rec[tab + 1..]);
+        let mut words = meta.split(|&b| b == b' ');
+        let mode = std::str::from_utf8(words.next()?).ok()?;
+        let _kind = words.next()?;
+        let hex = words.next()?;
+        if words.next().is_some() || hex.len() != 2 * OID || path.is_empty() {
+            return None;
+        }
+        let mut oid = [0u8; OID];
+        for (i, pair) in hex.chunks(2).enumerate() {
+            let s = std::str::from_utf8(pair).ok()?;
+            oid[i] = u8::from_str_radix(s, 16).ok()?;
+        }
+        entries.push(Entry {
+            path: path.into(),
+            mode: u32::from_str_radix(mode, 8).ok()?,
+            oid,
+        });
+        if entries.len() > MAX_ENTRIES {
+            return None;
+        }
+    }
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Some(entries)
+}
+
+/// The index's entries: stage-0 ones, and the paths that are unmerged (stages 1 to 3), both
+/// sorted by path bytes. `None` when it is not an index this parser wholly understands.
+struct Index {
+    merged: Vec<Entry>,
+    unmerged: Vec<Box<[u8]>>,
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at + 4)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    let s = b.get(at..at + 2)?;
+    Some(u16::from_be_bytes([s[0], s[1]]))
+}
+
+/// git's offset varint (index v4's strip length): seven bits a byte, most significant first,
+/// each continuation adding one.
+fn varint(b: &[u8], at: &mut usize) -> Option<usize> {
+    let mut c = *b.get(*at)?;
+    *at += 1;
+    let mut v = usize::from(c & 0x7f);
+    while c & 0x80 != 0 {
+        c = *b.get(*at)?;
+        *at += 1;
+        v = v
+            .checked_add(1)?
+            .checked_mul(128)?
+            .checked_add(usize::from(c & 0x7f))?;
+    }
+    Some(v)
+}
+
+/// The flag bits of an index entry (on disk).
+const EXTENDED: u16 = 0x4000;
+const STAGE_MASK: u16 = 0x3000;
+const NAME_MASK: u16 = 0x0fff;
+/// Of the extended flags: an entry `git add -N` made.
+const INTENT_TO_ADD: u16 = 0x2000;
+/// A sparse index's directory entry.
+const DIR_MODE: u32 = 0o040000;
+
+fn parse_index(b: &[u8]) -> Option<Index> {
+    if b.get(..4)? != b"DIRC" || b.len() < 12 + OID {
+        return None;
+    }
+    let version = be32(b, 4)?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let count = usize::try_from(be32(b, 8)?).ok()?;
+    if count > MAX_ENTRIES {
+        return None;
+    }
+    let end = b.len() - OID;
+    let mut at = 12;
+    let mut merged = Vec::with_capacity(count);
+    let mut unmerged: Vec<Box<[u8]>> = Vec::new();
+    let mut previous: Vec<u8> = Vec::new();
+    for _ in 0..count {
+        let start = at;
+        let mode = be32(b, start + 24)?;
+        let oid: [u8; OID] = b.get(start + 40..start + 40 + OID)?.try_into().ok()?;
+        let flags = be16(b, start + 60)?;
+        at = start + 62;
+        if flags & EXTENDED != 0 {
+            if version < 3 {
+                return None;
+            }
+            let extended = be16(b, at)?;
+            at += 2;
+            if extended & INTENT_TO_ADD != 0 {
+                return None;
+            }
+        }
+        if mode & 0o170000 == DIR_MODE {
+            return None;
+        }
+        let path: Vec<u8> = if version == 4 {
+            let strip = varint(b, &mut at)?;
+            let nul = b.get(at..end)?.iter().position(|&c| c == 0)?;
+            let keep = previous.len().checked_sub(strip)?;
+            let mut p = previous[..keep].to_vec();
+            p.extend_from_slice(&b[at..at + nul]);
+            at += nul + 1;
+            p
+        } else {
+            let name_at = at;
+            let len = usize::from(flags & NAME_MASK);
+            let len = if len < usize::from(NAME_MASK) {
+                if b.get(name_at + len) != Some(&0) {
+                    return None;
+                }
+                len
+            } else {
+                b.get(name_at..end)?.iter().position(|&c| c == 0)?
+            };
+            let p = b.get(name_at..name_at + len)?.to_vec();
+            // 1 to 8 NULs pad the entry to a multiple of 8 bytes.
+            at = start + ((name_at - start + len + 8) & !7);
+            p
+        };
+        if at > end || path.is_empty() {
+            return None;
+        }
+        if flags & STAGE_MASK != 0 {
+            if unmerged.last().map(|u| &u[..]) != Some(&path[..]) {
+                unmerged.push(path.clone().into());
+            }
+        } else {
+            merged.push(Entry {
+                path: path.clone().into(),
+                mode,
+                oid,
+            });
+        }
+        previous = path;
+    }
+    // Extensions: an optional one (its name starts with an upper-case letter) may be skipped;
+    // a required one (a split index's `link`, a sparse index's `sdir`) changes what the
+    // entries mean.
+    while at < end {
+        let name = b.get(at..at + 4)?;
+        let size = usize::try_from(be32(b, at + 4)?).ok()?;
+        if !name[0].is_ascii_uppercase() {
+            return None;
+        }
+        at = at.checked_add(8)?.checked_add(size)?;
+    }
+    if at != end {
+        return None;
+    }
+    // The index is sorted by path; a hand-made one that is not is left to git.
+    if merged.windows(2).any(|w| w[0].path >= w[1].path) {
+        return None;
+    }
+    Some(Index { merged, unmerged })
+}
+
+/// The staged paths of the index `bytes` against `tree`: added, deleted, changed (content or
+/// mode) and unmerged, sorted by path bytes, each once (git's order for `diff --cached`).
+/// `None` when the index is not one this parser wholly understands.
+fn staged_in(bytes: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
+    let index = parse_index(bytes)?;
+    let mut out: Vec<Box<[u8]>> = Vec::new();
+    let (a, b) = (&index.merged, &tree.entries);
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x.path == y.path => {
+                if x.mode != y.mode || x.oid != y.oid {
+                    out.push(x.path.clone());
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(x), Some(y)) if x.path < y.path => {
+                out.push(x.path.clone());
+                i += 1;
+            }
+            (Some(x), None) => {
+                out.push(x.path.clone());
+                i += 1;
+            }
+            (_, Some(y)) => {
+                out.push(y.path.clone());
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    out.extend(index.unmerged);
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
+/// The staged paths of the index file at `index` against `tree`, as text (lossy, as evctl reads
+/// git's own answer). `None` when the file cannot be read as a regular file within the limit
+/// or is not an index this parser wholly understands.
+pub fn staged(index: &Path, tree: &HeadTree) -> Option<Vec<String>> {
+    let bytes = crate::sys::fsio::read_followed(index, MAX_BYTES).ok()?;
+    Some(
+        staged_in(&bytes, tree)?
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "T")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "T")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_INDEX_FILE")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        out.stdout
+    }
+
+    fn head(dir: &Path) -> HeadTree {
+        let sha = String::from_utf8(git(dir, &["rev-parse", "HEAD"])).unwrap();
+        HeadTree::of(dir, sha.trim()).expect("the tree of HEAD")
+    }
+
+    /// What git itself says is staged.
+    fn git_says(dir: &Path) -> Vec<String> {
+        let out = git(
+            dir,
+            &["diff", "--cached", "--name-only", "-z", "--no-renames"],
+        );
+        out.split(|&b| b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect()
+    }
+
+    fn ours(dir: &Path) -> Option<Vec<String>> {
+        staged(&dir.join(".git/index"), &head(dir))
+    }
+
+    fn write(dir: &Path, path: &str, text: &str) {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn repo(version: &str) -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        git(d, &["config", "index.version", version]);
+        for (p, s) in [
+            ("a.txt", "a"),
+            ("db/schema.sql", "1"),
+            ("db/seed.sql", "s"),
+            ("db-x/y", "y"),
+            ("deep/er/still/file.rs", "f"),
+            ("z", "z"),
+        ] {
+            write(d, p, s);
+        }
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "one"]);
+        t
+    }
+
+    #[test]
+    fn nothing_staged_after_a_commit_in_every_index_version() {
+        for v in ["2", "3", "4"] {
+            let t = repo(v);
+            assert_eq!(ours(t.path()), Some(vec![]), "index v{v}");
+        }
+    }
+
+    #[test]
+    fn added_changed_deleted_and_mode_changes_are_what_git_lists() {
+        use std::os::unix::fs::PermissionsExt;
+        for v in ["2", "3", "4"] {
+            let t = repo(v);
+            let d = t.path();
+            write(d, "db/schema.sql", "2");
+            write(d, "db/new.sql", "n");
+            std::fs::remove_file(d.join("db/seed.sql")).unwrap();
+            std::fs::set_permissions(d.join("z"), std::fs::Permissions::from_mode(0o755)).unwrap();
+            write(d, "untracked.txt", "u");
+            git(d, &["add", "db", "z"]);
+            // A path too long for its length to fit the entry's flags (git then scans for
+            // its end): staged without a file, as no filesystem holds one that long.
+            let long = format!("{}long.txt", "l/".repeat(2100));
+            let blob = String::from_utf8(git(d, &["hash-object", "-w", "a.txt"])).unwrap();
+            let info = format!("100644,{},{long}", blob.trim());
+            git(d, &["update-index", "--add", "--cacheinfo", &info]);
+            let said = ours(d).expect("an index this parser reads");
+            assert_eq!(said, git_says(d), "index v{v}");
+            assert!(said.contains(&"db/schema.sql".to_string()));
+            assert!(said.contains(&long));
+            assert!(!said.contains(&"untracked.txt".to_string()));
+        }
+    }
+
+    #[test]
+    fn an_unmerged_path_is_listed_once() {
+        let t = repo("2");
+        let d = t.path();
+        git(d, &["checkout", "-q", "-b", "side"]);
+        write(d, "a.txt", "side");
+        git(d, &["commit", "-qam", "side"]);
+        git(d, &["checkout", "-q", "main"]);
+        write(d, "a.txt", "main");
+        git(d, &["commit", "-qam", "main"]);
+        let merge = Command::new("git")
+            .current_dir(d)
+            .args(["merge", "-q", "side"])
+            .output()
+            .unwrap();
+        assert!(!merge.status.success(), "the merge conflicts");
+        assert_eq!(ours(d), Some(git_says(d)));
+        assert_eq!(ours(d), Some(vec!["a.txt".to_string()]));
+    }
+
+    #[test]
+    fn an_index_it_does_not_wholly_understand_is_left_to_git() {
+        // Intent to add.
+        let t = repo("3");
+        let d = t.path();
+        write(d, "later.txt", "l");
+        git(d, &["add", "-N", "later.txt"]);
+        assert_eq!(ours(d), None);
+        // A split index.
+        let t = repo("2");
+        let d = t.path();
+        git(d, &["update-index", "--split-index"]);
+        write(d, "a.txt", "b");
+        git(d, &["add", "a.txt"]);
+        assert_eq!(ours(d), None);
+        // Not an index at all, a truncated one, a FIFO.
+        let t = repo("2");
+        let d = t.path();
+        let tree = head(d);
+        let bytes = std::fs::read(d.join(".git/index")).unwrap();
+        for n in [0, 4, 12, 40, bytes.len() - 21] {
+            assert_eq!(staged_in(&bytes[..n], &tree), None, "cut at {n}");
+        }
+        assert_eq!(staged_in(b"not an index at all, clearly", &tree), None);
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(staged(&fifo, &tree), None);
+    }
+
+    #[test]
+    fn a_tree_of_another_object_format_is_refused() {
+        let line = format!("100644 blob {}\tpath\0", "ab".repeat(32));
+        assert!(HeadTree::from_ls_tree("x", line.as_bytes()).is_none());
+        let line = format!("100644 blob {}\tpath\0", "ab".repeat(20));
+        assert!(HeadTree::from_ls_tree("x", line.as_bytes()).is_some());
+    }
+}
