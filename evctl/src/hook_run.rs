@@ -1,9 +1,13 @@
 //! `evctl hook pre-commit | pre-push`: what the installed git hooks run.
 //!
-//! pre-commit: the staged paths (`git diff --cached`), the decisions guarding them (`ev.guards`,
-//! with check's own verdicts), and the store-wide gating flag: the commit is blocked exactly when
-//! `evctl check --exit-on-red` would fail, and every decision guarding a staged file is named so
-//! the author knows its check will read stale once the commit lands.
+//! pre-commit: the paths this commit records (the index git hands the hook, read by evd itself
+//! against HEAD's tree, so no git runs here; `git diff --cached` where evd cannot read that
+//! index), the decisions guarding them (`ev.guards`, with check's own verdicts), and the
+//! store's failing tests. It blocks on a failing test, or on a gating verdict of a decision
+//! guarding a staged file; any other verdict asking for attention is named in one line.
+//! `--strict` blocks exactly when `evctl check --exit-on-red` would fail. Every decision
+//! guarding a staged file is named, so the author knows its check will read stale once the
+//! commit lands.
 //!
 //! pre-push: the files the pushed commits change (from git's list of refs on stdin), blocked
 //! when a decision guarding one of them has a gating verdict.

@@ -14,8 +14,9 @@
 //! of its final `exec`), doing the same work: the same evctl run, the same request, the same
 //! message.
 //!
-//! A breakdown for the profile follows: the hook's evctl alone, the git it runs for the staged
-//! paths, and a bare evctl start.
+//! A breakdown for the profile follows: the hook's evctl alone, `git diff --cached` (what the
+//! hook ran for the staged paths before evd read the index itself, and still runs where evd
+//! cannot), and a bare evctl start.
 //!
 //! Then, at 10k: `evctl reverify <id>` of a decision a commit made stale whose run at HEAD is
 //! already green (what it costs after `check --run`), and the merge driver as git runs it on a
@@ -258,7 +259,7 @@ fn breakdown(w: &World, fx: &Fixture, summary: &mut Vec<String>) -> Res<()> {
     }
     let [diff, hook, bare] = samples.map(median);
     let line = format!(
-        "hooks {:>4} breakdown: `evctl hook pre-commit` {} in all (a staged change, evd warm); `git diff --cached` alone {} (the hook runs it while it reaches evd); evctl starting and exiting {}",
+        "hooks {:>4} breakdown: `evctl hook pre-commit` {} in all (a staged change, evd warm); `git diff --cached` alone {} (what evd's own reading of the index spares the hook); evctl starting and exiting {}",
         fx.label,
         fmt_dur(hook),
         fmt_dur(diff),
