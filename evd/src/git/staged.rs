@@ -12,9 +12,11 @@
 use std::path::Path;
 
 /// An index or tree larger than this is left to git.
-const MAX_BYTES: u64 = 64 << 20;
-/// An index or tree with more entries than this is left to git.
-const MAX_ENTRIES: usize = 1_000_000;
+const MAX_BYTES: u64 = 32 << 20;
+/// An index or tree with more entries than this is left to git: the tree is kept while its
+/// store is open (about 90 bytes an entry), so a huge monorepo's would cost a daemon that runs
+/// for months tens of megabytes per store for a few milliseconds per commit.
+const MAX_ENTRIES: usize = 250_000;
 /// The length of a SHA-1 object id, the only format read here.
 const OID: usize = 20;
 
