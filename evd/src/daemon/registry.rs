@@ -263,16 +263,26 @@ fn actor_loop(
                 // else is served — unless a read that cannot see it waits already (its client
                 // does not pay for this one's journal lines): the work stays queued, in order,
                 // until nothing but such reads came for a while.
-                let waiting = match next.take() {
+                // Looked at again between pieces of that work: a read that comes while it runs
+                // waits for the piece under way only.
+                let mut waiting = match next.take() {
                     Some(m) => Some(m),
                     None => rx.try_recv().ok(),
                 };
-                let overtakes = matches!(&waiting, Some(Msg::Job(w, _)) if OVERTAKES.contains(w));
-                if !overtakes || deferred_since.is_some_and(|t| t.elapsed() >= DEFER_AT_MOST) {
-                    store.finish_answered();
-                    deferred_since = None;
-                } else {
-                    deferred_since.get_or_insert_with(Instant::now);
+                loop {
+                    let overtakes =
+                        matches!(&waiting, Some(Msg::Job(w, _)) if OVERTAKES.contains(w));
+                    if overtakes && deferred_since.is_none_or(|t| t.elapsed() < DEFER_AT_MOST) {
+                        deferred_since.get_or_insert_with(Instant::now);
+                        break;
+                    }
+                    if !store.finish_next_answered() {
+                        deferred_since = None;
+                        break;
+                    }
+                    if waiting.is_none() {
+                        waiting = rx.try_recv().ok();
+                    }
                 }
                 next = waiting;
                 crate::verbs::check::settle_state_files(&mut store, false);

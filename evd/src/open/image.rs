@@ -287,12 +287,24 @@ impl OpenStore {
             self.images.tick_sum = self.images.tick_sum.or(self.store.tick_image_sum());
         }
         let serial = self.memos.plain().map_or(0, |(_, e)| e.serial);
+        let markable = self.markable(serial);
         let (t, s, since) = &mut self.images.imaged;
-        if !self.store.tick_cache_loaded() || (*t == ticks && *s == serial) {
+        if !self.store.tick_cache_loaded() || (*t == ticks && *s == serial && !markable) {
             *since = None;
             return None;
         }
         Some(*since.get_or_insert_with(Instant::now) + SAVE_AFTER)
+    }
+
+    /// Whether the evaluation image on disk lacks the ledger mark one written now would hold:
+    /// every receipt is in the ledger (see [`OpenStore::check_image_input`]), and no image was
+    /// tried for this evaluation and these receipts yet.
+    fn markable(&self, serial: u64) -> bool {
+        self.images.unmarked
+            && self.images.mark_tried != Some((serial, self.receipts.generation()))
+            && self.captured_receipts == Some(self.receipts.generation())
+            && self.journal.is_empty()
+            && self.checks.is_empty()
     }
 
     /// Write what [`OpenStore::images_due`] announced, if it is due. What goes in is taken
@@ -321,9 +333,11 @@ impl OpenStore {
         let job = self.images_job(ticks);
         // Written or not, not tried again before something moves.
         self.images.imaged = (ticks, serial, None);
+        self.images.mark_tried = Some((serial, self.receipts.generation()));
         let Some(job) = job else {
             return;
         };
+        self.images.writing_marked = job.check.as_ref().map(|c| c.mark.is_some());
         if now {
             let written = job.run();
             self.commit_images(written);
@@ -422,8 +436,13 @@ impl OpenStore {
         let unchanged = self.receipts.generation() == receipts
             && self.state_watch.sync(&mut self.state_written) == state
             && self.lock_is_valid();
+        let marked = self.images.writing_marked.take();
         if !(unchanged && std::fs::rename(&pending, results.join(CHECK_IMAGE)).is_ok()) {
             let _ = std::fs::remove_file(&pending);
+            return;
+        }
+        if let Some(marked) = marked {
+            self.images.unmarked = !marked;
         }
     }
 
@@ -549,6 +568,8 @@ impl OpenStore {
             .is_some_and(|(offset, hash)| self.ledger.holds_mark(offset, &hash))
         {
             self.captured_receipts = Some(self.receipts.generation());
+        } else {
+            self.images.unmarked = true;
         }
         Some((parts, StateStamps(left)))
     }

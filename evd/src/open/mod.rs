@@ -95,6 +95,14 @@ pub struct Images {
     ahead: Option<CheckAhead>,
     /// The look at the state files the evaluation taken back left, while under way.
     state_look: Option<StateLook>,
+    /// The evaluation image on disk holds no ledger mark (see [`image`]), so every next start
+    /// would read every receipt again for its first check's record: it is written again, with
+    /// one, once the ledger holds every receipt (tried once per evaluation and receipts).
+    unmarked: bool,
+    /// The evaluation and receipts generation that last tried to write a marked image.
+    mark_tried: Option<(u64, u64)>,
+    /// Whether the evaluation image being written holds a mark.
+    writing_marked: Option<bool>,
 }
 
 /// Bookkeeping a request leaves for right after its answer has gone (see
@@ -301,39 +309,47 @@ impl OpenStore {
         self.after.0.push(Box::new(work));
     }
 
-    /// Run the work requests left for after their answers, in the order it was left. It runs
-    /// on a thread of lower priority while the store's thread waits for it: the answer's own
-    /// way to its client (encoding it, the client reading it) goes first on a busy machine.
+    /// Run the work requests left for after their answers, in the order it was left.
     pub fn finish_answered(&mut self) {
+        while self.finish_next_answered() {}
+    }
+
+    /// Run the oldest piece of work left for after an answer (work it leaves in turn queues
+    /// behind the rest), and say whether any is left: the store's thread can then let a read
+    /// that came meanwhile go first. It runs on a thread of lower priority while the store's
+    /// thread waits for it: the answer's own way to its client (encoding it, the client reading
+    /// it) goes first on a busy machine.
+    pub fn finish_next_answered(&mut self) -> bool {
         if self.after.0.is_empty() {
-            return;
+            return false;
         }
-        let run = |store: &mut OpenStore| {
-            let started = std::time::Instant::now();
-            while !store.after.0.is_empty() {
-                for work in std::mem::take(&mut store.after.0) {
-                    work(store);
-                }
-            }
-            tracing::debug!(
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "work left for after the answer done"
-            );
-        };
+        let mut work = Some(self.after.0.remove(0));
+        let started = std::time::Instant::now();
         let done = std::thread::scope(|s| {
+            let (store, work) = (&mut *self, &mut work);
             std::thread::Builder::new()
                 .name("evd-after-answer".into())
-                .spawn_scoped(s, || {
+                .spawn_scoped(s, move || {
                     crate::sys::process::lower_this_thread(5);
-                    run(&mut *self);
+                    if let Some(w) = work.take() {
+                        w(store);
+                    }
                 })
                 .ok()
                 .map(|h| h.join().is_ok())
         });
-        // No thread to be had (or the work panicked): whatever is left runs here.
-        if done != Some(true) {
-            run(self);
+        // No thread to be had: it runs here (work that panicked is not run twice).
+        if done.is_none() {
+            if let Some(w) = work.take() {
+                w(self);
+            }
         }
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            left = self.after.0.len(),
+            "work left for after an answer done"
+        );
+        !self.after.0.is_empty()
     }
 
     /// [`Store::acquire`], and when it found the lock gone and opened the store afresh, what
