@@ -648,3 +648,51 @@ fn status_and_shutdown_with_no_daemon() {
     assert!(!w.socket().exists(), "neither verb starts a daemon");
     assert!(evd_processes_of(&w).is_empty());
 }
+
+/// `status` names this host's id as a publisher: `EV_HOST_ID` when set and valid, refused with
+/// the rule it breaks when not, else the host name made fit for a ref.
+#[test]
+fn status_names_the_host_id_and_where_it_came_from() {
+    // A daemon of each world's own, started by a read of a store of its own.
+    let started = |w: &World| {
+        let repo = Repo::new();
+        w.evctl(repo.path(), &["init"]).ok();
+        w.evctl(repo.path(), &["list"]).ok();
+        repo
+    };
+    let w = World::with_env(&[("EV_HOST_ID", "ci-linux.1")]);
+    let repo = started(&w);
+    let r = w.evctl(repo.path(), &["status"]).ok();
+    assert!(
+        r.stdout
+            .contains("\nhost     ci-linux.1 (from EV_HOST_ID)\n"),
+        "{r:?}"
+    );
+    let j = status_json(&w);
+    assert_eq!(j["host"]["id"], "ci-linux.1", "{j}");
+    assert_eq!(j["host"]["from"], "EV_HOST_ID", "{j}");
+
+    let w = World::with_env(&[("EV_HOST_ID", "ci/linux")]);
+    let repo = started(&w);
+    let r = w.evctl(repo.path(), &["status"]).ok();
+    assert!(
+        r.stdout.contains(
+            "host     none: EV_HOST_ID \"ci/linux\" is not a host id: only letters, digits, '.', '_' and '-' are allowed"
+        ),
+        "{r:?}"
+    );
+    assert!(status_json(&w)["host"]["id"].is_null());
+
+    let w = World::new();
+    let _repo = started(&w);
+    let j = status_json(&w);
+    assert_eq!(j["host"]["from"], "hostname", "{j}");
+    let id = j["host"]["id"].as_str().expect("an id from the host name");
+    assert!(
+        !id.is_empty()
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')),
+        "{id}"
+    );
+}

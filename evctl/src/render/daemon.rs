@@ -32,6 +32,11 @@ pub fn status(s: &DaemonStatus, json: bool) -> Out {
     ));
     out.line(format!("socket   {}", s.socket));
     out.line(format!("build    {}", s.build_id));
+    out.line(match (&s.host.id, &s.host.error) {
+        (Some(id), _) => format!("host     {id} (from {})", s.host.from),
+        (None, Some(e)) => format!("host     none: {e}"),
+        (None, None) => "host     unknown (an evd of an older build)".to_string(),
+    });
     let r = &s.resources;
     out.line(format!(
         "holds    {} thread(s)  {} fd(s)  {} RSS  {} inotify instance(s) / {} watch(es)  {} connection(s)",

@@ -241,6 +241,18 @@ impl EvApiServer for Rpc {
                 d.registry.open_count(),
                 d.connections.count(),
             ),
+            host: match crate::sys::users::host_id() {
+                Ok((id, from)) => proto::rpc::HostIdentity {
+                    id: Some(id),
+                    from: from.into(),
+                    error: None,
+                },
+                Err(e) => proto::rpc::HostIdentity {
+                    id: None,
+                    from: "EV_HOST_ID".into(),
+                    error: Some(e),
+                },
+            },
         })
     }
 

@@ -34,3 +34,107 @@ pub fn hostname() -> Option<String> {
     let name = String::from_utf8_lossy(&buf).trim().to_string();
     (!name.is_empty()).then_some(name)
 }
+
+/// The longest host id: it names a git ref of its own (`refs/evolving/ledger/<host id>`).
+pub const MAX_HOST_ID: usize = 64;
+
+/// This host's id as a publisher of receipts and ledgers: `EV_HOST_ID` when set, else the host
+/// name made safe for a ref name. The second value names where it came from. An `EV_HOST_ID`
+/// that is not a valid id is an error naming the rule it breaks.
+pub fn host_id() -> Result<(String, &'static str), String> {
+    match std::env::var("EV_HOST_ID") {
+        Ok(v) if !v.is_empty() => {
+            check_host_id(&v).map_err(|why| format!("EV_HOST_ID {v:?} is not a host id: {why}"))?;
+            Ok((v, "EV_HOST_ID"))
+        }
+        _ => Ok((host_id_of(&hostname().unwrap_or_default()), "hostname")),
+    }
+}
+
+/// Why `id` cannot be a host id, if it cannot: 1 to [`MAX_HOST_ID`] characters among `A-Z a-z
+/// 0-9 . _ -`, not starting with `.` or `-`, without `..`, not ending in `.lock` (git's ref
+/// rules, so that it can name a ref on its own).
+pub fn check_host_id(id: &str) -> Result<(), &'static str> {
+    if id.is_empty() || id.len() > MAX_HOST_ID {
+        return Err("it must be 1 to 64 characters");
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err("only letters, digits, '.', '_' and '-' are allowed");
+    }
+    if id.starts_with(['.', '-']) || id.contains("..") || id.ends_with(".lock") {
+        return Err("it may not start with '.' or '-', hold '..' or end in '.lock'");
+    }
+    Ok(())
+}
+
+/// A host name made into a host id: every other character becomes `-`, what git's ref rules
+/// forbid at the ends goes, and an empty result is `localhost`.
+fn host_id_of(name: &str) -> String {
+    let mut id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while id.contains("..") {
+        id = id.replace("..", ".");
+    }
+    id.truncate(MAX_HOST_ID);
+    let mut id = id.trim_start_matches(['.', '-']).to_string();
+    while id.ends_with(".lock") || id.ends_with('.') {
+        id = id
+            .trim_end_matches(".lock")
+            .trim_end_matches('.')
+            .to_string();
+    }
+    if check_host_id(&id).is_err() {
+        return "localhost".into();
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_ids_follow_git_ref_rules() {
+        for ok in ["ci-linux", "laptop.local", "a", "h_1", &"x".repeat(64)] {
+            assert_eq!(check_host_id(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            ".h",
+            "-h",
+            "a..b",
+            "h.lock",
+            "a/b",
+            "a b",
+            "é",
+            &"x".repeat(65),
+        ] {
+            assert!(check_host_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_host_name_becomes_a_valid_id() {
+        assert_eq!(host_id_of("build box #3"), "build-box--3");
+        assert_eq!(host_id_of(".hidden..name.lock"), "hidden.name");
+        assert_eq!(host_id_of(""), "localhost");
+        assert_eq!(host_id_of("///"), "localhost");
+        let long = "h".repeat(100);
+        assert_eq!(host_id_of(&long).len(), MAX_HOST_ID);
+        for name in ["ci", "x.y.lock.lock", "-.-.", "äöü"] {
+            let id = host_id_of(name);
+            assert_eq!(check_host_id(&id), Ok(()), "{name} -> {id}");
+        }
+    }
+}

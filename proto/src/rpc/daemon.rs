@@ -97,6 +97,21 @@ pub struct DaemonStatus {
     pub stores: Vec<StoreStatus>,
     #[serde(default)]
     pub resources: Resources,
+    /// This host's id as a publisher of receipts and ledgers.
+    #[serde(default)]
+    pub host: HostIdentity,
+}
+
+/// A host's id as a publisher: `EV_HOST_ID` when set, else the host name made fit for a ref.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostIdentity {
+    /// The id; `None` when `EV_HOST_ID` is set to something that cannot be one.
+    pub id: Option<String>,
+    /// `EV_HOST_ID` or `hostname`.
+    pub from: String,
+    /// Why `EV_HOST_ID` is refused, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
