@@ -405,12 +405,20 @@ mod tests {
         git(d, &["checkout", "-q", "main"]);
         write(d, "a.txt", "main");
         git(d, &["commit", "-qam", "main"]);
+        // Same identity as every other git call here: without one (CI runs with no global
+        // config) git refuses the merge before it ever conflicts.
         let merge = Command::new("git")
             .current_dir(d)
             .args(["merge", "-q", "side"])
+            .env("GIT_AUTHOR_NAME", "T")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "T")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
             .output()
             .unwrap();
         assert!(!merge.status.success(), "the merge conflicts");
+        let said = String::from_utf8_lossy(&merge.stdout);
+        assert!(said.contains("CONFLICT"), "git merge: {merge:?}");
         assert_eq!(ours(d), Some(git_says(d)));
         assert_eq!(ours(d), Some(vec!["a.txt".to_string()]));
     }
