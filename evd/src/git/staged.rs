@@ -102,13 +102,6 @@ fn parse_ls_tree(bytes: &[u8]) -> Option<Vec<Entry>> {
     Some(entries)
 }
 
-/// The index's entries: stage-0 ones, and the paths that are unmerged (stages 1 to 3), both
-/// sorted by path bytes. `None` when it is not an index this parser wholly understands.
-struct Index {
-    merged: Vec<Entry>,
-    unmerged: Vec<Box<[u8]>>,
-}
-
 fn be32(b: &[u8], at: usize) -> Option<u32> {
     let s = b.get(at..at + 4)?;
     Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
@@ -145,7 +138,13 @@ const INTENT_TO_ADD: u16 = 0x2000;
 /// A sparse index's directory entry.
 const DIR_MODE: u32 = 0o040000;
 
-fn parse_index(b: &[u8]) -> Option<Index> {
+/// The staged paths of the index `bytes` against `tree`: added, deleted, changed (content or
+/// mode) and unmerged, sorted by path bytes, each once (git's order for `diff --cached`).
+/// `None` when the index is not one this parser wholly understands.
+///
+/// One pass over the index beside the tree, allocating only for what it reports: a gate at
+/// 10,000 committed ticks reads an index of as many entries on every commit.
+fn staged_in(b: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
     if b.get(..4)? != b"DIRC" || b.len() < 12 + OID {
         return None;
     }
@@ -159,13 +158,19 @@ fn parse_index(b: &[u8]) -> Option<Index> {
     }
     let end = b.len() - OID;
     let mut at = 12;
-    let mut merged = Vec::with_capacity(count);
+    let mut out: Vec<Box<[u8]>> = Vec::new();
     let mut unmerged: Vec<Box<[u8]>> = Vec::new();
-    let mut previous: Vec<u8> = Vec::new();
+    // The path just read (index v4 spells each path against the one before) and the last
+    // stage-0 path (the index must be sorted, else it is left to git); reused, never regrown
+    // past the longest path.
+    let mut path: Vec<u8> = Vec::new();
+    let mut last: Option<Vec<u8>> = None;
+    let theirs = &tree.entries;
+    let mut j = 0;
     for _ in 0..count {
         let start = at;
         let mode = be32(b, start + 24)?;
-        let oid: [u8; OID] = b.get(start + 40..start + 40 + OID)?.try_into().ok()?;
+        let oid: &[u8] = b.get(start + 40..start + 40 + OID)?;
         let flags = be16(b, start + 60)?;
         at = start + 62;
         if flags & EXTENDED != 0 {
@@ -181,14 +186,13 @@ fn parse_index(b: &[u8]) -> Option<Index> {
         if mode & 0o170000 == DIR_MODE {
             return None;
         }
-        let path: Vec<u8> = if version == 4 {
+        if version == 4 {
             let strip = varint(b, &mut at)?;
             let nul = b.get(at..end)?.iter().position(|&c| c == 0)?;
-            let keep = previous.len().checked_sub(strip)?;
-            let mut p = previous[..keep].to_vec();
-            p.extend_from_slice(&b[at..at + nul]);
+            let keep = path.len().checked_sub(strip)?;
+            path.truncate(keep);
+            path.extend_from_slice(&b[at..at + nul]);
             at += nul + 1;
-            p
         } else {
             let name_at = at;
             let len = usize::from(flags & NAME_MASK);
@@ -200,26 +204,43 @@ fn parse_index(b: &[u8]) -> Option<Index> {
             } else {
                 b.get(name_at..end)?.iter().position(|&c| c == 0)?
             };
-            let p = b.get(name_at..name_at + len)?.to_vec();
+            path.clear();
+            path.extend_from_slice(b.get(name_at..name_at + len)?);
             // 1 to 8 NULs pad the entry to a multiple of 8 bytes.
             at = start + ((name_at - start + len + 8) & !7);
-            p
-        };
+        }
         if at > end || path.is_empty() {
             return None;
         }
         if flags & STAGE_MASK != 0 {
+            // Unmerged: listed once, whatever HEAD has there.
             if unmerged.last().map(|u| &u[..]) != Some(&path[..]) {
-                unmerged.push(path.clone().into());
+                unmerged.push(path.as_slice().into());
             }
-        } else {
-            merged.push(Entry {
-                path: path.clone().into(),
-                mode,
-                oid,
-            });
+            continue;
         }
-        previous = path;
+        match &mut last {
+            Some(l) if l.as_slice() >= path.as_slice() => return None,
+            Some(l) => {
+                l.clear();
+                l.extend_from_slice(&path);
+            }
+            None => last = Some(path.clone()),
+        }
+        // What HEAD has before this path is gone from the index: deleted.
+        while let Some(t) = theirs.get(j).filter(|t| &t.path[..] < path.as_slice()) {
+            out.push(t.path.clone());
+            j += 1;
+        }
+        match theirs.get(j) {
+            Some(t) if &t.path[..] == path.as_slice() => {
+                if t.mode != mode || t.oid[..] != *oid {
+                    out.push(path.as_slice().into());
+                }
+                j += 1;
+            }
+            _ => out.push(path.as_slice().into()),
+        }
     }
     // Extensions: an optional one (its name starts with an upper-case letter) may be skipped;
     // a required one (a split index's `link`, a sparse index's `sdir`) changes what the
@@ -235,46 +256,8 @@ fn parse_index(b: &[u8]) -> Option<Index> {
     if at != end {
         return None;
     }
-    // The index is sorted by path; a hand-made one that is not is left to git.
-    if merged.windows(2).any(|w| w[0].path >= w[1].path) {
-        return None;
-    }
-    Some(Index { merged, unmerged })
-}
-
-/// The staged paths of the index `bytes` against `tree`: added, deleted, changed (content or
-/// mode) and unmerged, sorted by path bytes, each once (git's order for `diff --cached`).
-/// `None` when the index is not one this parser wholly understands.
-fn staged_in(bytes: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
-    let index = parse_index(bytes)?;
-    let mut out: Vec<Box<[u8]>> = Vec::new();
-    let (a, b) = (&index.merged, &tree.entries);
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x.path == y.path => {
-                if x.mode != y.mode || x.oid != y.oid {
-                    out.push(x.path.clone());
-                }
-                i += 1;
-                j += 1;
-            }
-            (Some(x), Some(y)) if x.path < y.path => {
-                out.push(x.path.clone());
-                i += 1;
-            }
-            (Some(x), None) => {
-                out.push(x.path.clone());
-                i += 1;
-            }
-            (_, Some(y)) => {
-                out.push(y.path.clone());
-                j += 1;
-            }
-            (None, None) => break,
-        }
-    }
-    out.extend(index.unmerged);
+    out.extend(theirs[j..].iter().map(|t| t.path.clone()));
+    out.extend(unmerged);
     out.sort();
     out.dedup();
     Some(out)
@@ -284,13 +267,29 @@ fn staged_in(bytes: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
 /// git's own answer). `None` when the file cannot be read as a regular file within the limit
 /// or is not an index this parser wholly understands.
 pub fn staged(index: &Path, tree: &HeadTree) -> Option<Vec<String>> {
-    let bytes = crate::sys::fsio::read_followed(index, MAX_BYTES).ok()?;
-    Some(
-        staged_in(&bytes, tree)?
-            .iter()
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .collect(),
-    )
+    // The thread that answers a store's requests keeps the buffer between commits (an index of
+    // 10,000 entries is about a megabyte, read fresh on each): while it stays under this size.
+    const KEEP: usize = 8 << 20;
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUFFER.with(|b| {
+        let mut bytes = b.borrow_mut();
+        let read = crate::sys::fsio::read_followed_into(index, MAX_BYTES, &mut bytes);
+        let answer = read
+            .ok()
+            .and_then(|()| staged_in(&bytes, tree))
+            .map(|paths| {
+                paths
+                    .iter()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+                    .collect()
+            });
+        if bytes.capacity() > KEEP {
+            *bytes = Vec::new();
+        }
+        answer
+    })
 }
 
 #[cfg(test)]

@@ -70,17 +70,28 @@ pub fn open_followed(path: &Path) -> io::Result<File> {
 
 /// [`open_followed`], read whole (at most `limit` bytes: more is an error naming the limit).
 pub fn read_followed(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    read_followed_into(path, limit, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_followed`] into `bytes` (cleared first): a caller that reads the same big file often
+/// keeps one buffer, sized once from the file's length, rather than regrowing a new one.
+pub fn read_followed_into(path: &Path, limit: u64, bytes: &mut Vec<u8>) -> io::Result<()> {
     use std::io::Read;
     let f = open_followed(path)?;
-    let mut bytes = Vec::new();
-    f.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    bytes.clear();
+    let len = f.metadata().map_or(0, |m| m.len()).min(limit);
+    bytes.reserve(usize::try_from(len).unwrap_or(0).saturating_add(1));
+    f.take(limit.saturating_add(1)).read_to_end(bytes)?;
     if bytes.len() as u64 > limit {
+        bytes.clear();
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{} is larger than {limit} bytes", path.display()),
         ));
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// How long after a change the stamp of a file under `dir` (its times, length and inode) may
