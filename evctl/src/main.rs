@@ -16,6 +16,7 @@ mod render;
 mod session;
 mod setup;
 mod style;
+mod team;
 mod verbs;
 
 use std::ffi::OsString;
@@ -354,6 +355,20 @@ enum Cmd {
         #[command(subcommand)]
         action: ledger::LedgerAction,
     },
+    /// Receipts shared through git: publish this host's, see what came in, choose whom to trust.
+    ///
+    /// A CI job publishes what it ran (`evctl receipts publish`) as git notes on the commits it
+    /// tested; every clone's `git fetch` brings them, and evd takes them in for commits of
+    /// HEAD's history. See docs/team.md.
+    Receipts {
+        #[command(subcommand)]
+        action: team::ReceiptsAction,
+    },
+    /// A remote's side of sharing receipts: `evctl remote setup` makes `git fetch` bring them.
+    Remote {
+        #[command(subcommand)]
+        action: team::RemoteAction,
+    },
     /// Re-open one decision: its tags, edges and what each test ground reads now.
     Reopen {
         /// The 12-hex tick id.
@@ -610,6 +625,8 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Reopen { id } => verbs::reopen(&mut s, &g, id).await,
         Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
         Cmd::Ledger { action } => ledger::run(&mut s, action).await,
+        Cmd::Receipts { action } => team::receipts(&mut s, action).await,
+        Cmd::Remote { action } => team::remote(&s, action),
         Cmd::Completions { shell } => generate::completions(command(), shell),
         Cmd::Man { dir } => generate::man(command(), dir, g.json),
         Cmd::Lsp => lsp::serve(&g),

@@ -40,7 +40,7 @@ pub mod shared {
     /// This process's run id, as the ledger records it.
     pub use crate::ledger::run_id;
     pub use crate::store::{config, lock};
-    pub use crate::sys::{beneath, child, fsio, paths, process};
+    pub use crate::sys::{beneath, child, fsio, paths, process, users};
     /// The file under `results/` saying the store's live-origin reference could not be
     /// resolved (and that `check` said so once).
     pub use crate::verbs::check::{NO_UPSTREAM_SAID, NO_UPSTREAM_WARNING};
@@ -50,6 +50,8 @@ pub mod shared {
     pub use crate::verbs::migrate::{bind_check_line, reconcile_line, summary_line};
     /// The refusal of a `propose` without a binding, decided before any request is sent.
     pub use crate::verbs::propose::unbound_refusal;
+    /// A notes ref found rewritten, in the words `check` says it.
+    pub use crate::verbs::receipts::import::rewrite_said as notes_rewrite_said;
 }
 
 /// The root of the store `ctx` names, the way the daemon resolves it (absolute, canonical).
@@ -113,6 +115,27 @@ pub fn supersede(s: &mut OpenStore, req: &SupersedeRequest) -> Result<SupersedeR
 /// `ev.guard`.
 pub fn guard(s: &mut OpenStore, req: &GuardRequest) -> Result<GuardResult, Refusal> {
     verbs::guard(s, req)
+}
+
+/// `ev.receipts.publish`.
+pub fn receipts_publish(
+    s: &mut OpenStore,
+    req: &proto::rpc::PublishReceiptsRequest,
+) -> Result<proto::rpc::PublishReceiptsResult, Refusal> {
+    verbs::receipts::publish(s, req)
+}
+
+/// `ev.receipts.status`.
+pub fn receipts_status(s: &mut OpenStore) -> Result<proto::rpc::ReceiptsStatus, Refusal> {
+    verbs::receipts::status(s)
+}
+
+/// `ev.receipts.trust`.
+pub fn receipts_trust(
+    s: &mut OpenStore,
+    req: &proto::rpc::TrustRequest,
+) -> Result<proto::rpc::TrustResult, Refusal> {
+    verbs::receipts::trust(s, req)
 }
 
 /// `ev.reverify`.

@@ -1,7 +1,8 @@
 //! `evbench hooks`: what evctl's pre-commit gate adds to a `git commit`.
 //!
 //! In one generated repository per size (1k, 10k and 100k ticks; `--no-100k` skips the last),
-//! with `evctl hooks install` done and a warm evd, the same kind of commit (one line appended to
+//! its decisions committed (so git's index holds every tick, as in a team's repository), with
+//! `evctl hooks install` done and a warm evd, the same kind of commit (one line appended to
 //! a file many decisions guard, saved before a user's pause, staged right before the commit,
 //! untimed) is timed with the hook and with `--no-verify`, alternating, and the medians are
 //! compared. Before each timed commit evd is given what a user's pause between commits gives it:
@@ -117,6 +118,22 @@ fn install(w: &World, fx: &Fixture) -> Res<PathBuf> {
         w,
         &fx.root,
         &["config", "user.email", "bench@example.invalid"],
+    )?;
+    // As a team keeps it: the decisions committed (the index then holds every tick, as the
+    // gate reads it on each commit), the per-host results ignored.
+    std::fs::write(fx.root.join(".gitignore"), ".evolving/results/\n")
+        .map_err(|e| format!(".gitignore: {e}"))?;
+    git_ok(w, &fx.root, &["add", "-A", ".gitignore", ".evolving"])?;
+    git_ok(
+        w,
+        &fx.root,
+        &[
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            "the decisions, committed",
+        ],
     )?;
     w.evctl(&fx.root, &["hooks", "install"])?;
     let hook = fx.root.join(".git/hooks/pre-commit");

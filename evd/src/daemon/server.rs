@@ -518,6 +518,37 @@ impl EvApiServer for Rpc {
         .await
     }
 
+    async fn receipts_publish(
+        &self,
+        req: proto::rpc::PublishReceiptsRequest,
+    ) -> RpcResult<proto::rpc::PublishReceiptsResult> {
+        let ctx = req.context.clone();
+        on_store_write(&self.0, "ev.receipts.publish", &ctx, None, move |s| {
+            api::receipts_publish(s, &req)
+        })
+        .await
+    }
+
+    async fn receipts_status(&self, req: StoreRequest) -> RpcResult<proto::rpc::ReceiptsStatus> {
+        let ctx = req.context.clone();
+        on_store(&self.0, "ev.receipts.status", &ctx, move |s| {
+            api::receipts_status(s)
+        })
+        .await
+    }
+
+    async fn receipts_trust(
+        &self,
+        req: proto::rpc::TrustRequest,
+    ) -> RpcResult<proto::rpc::TrustResult> {
+        let ctx = req.context.clone();
+        let key = write_key("receipts_trust", &req);
+        on_store_write(&self.0, "ev.receipts.trust", &ctx, key, move |s| {
+            api::receipts_trust(s, &req)
+        })
+        .await
+    }
+
     async fn receipts_append(&self, req: AppendReceiptsRequest) -> RpcResult<AppendReceiptsResult> {
         let ctx = req.context.clone();
         let key = write_key("receipts_append", &req).map(|k| format!("{RECORD_ALWAYS}{k}"));

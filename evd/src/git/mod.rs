@@ -7,6 +7,7 @@
 
 pub mod facts;
 pub mod history;
+pub mod notes;
 pub mod ranges;
 pub mod run;
 pub mod staged;

@@ -149,6 +149,21 @@ pub struct OpenStore {
     /// HEAD's tree, flattened, as a pre-commit gate last needed it (see
     /// [`crate::git::staged`]): replaced when HEAD moves.
     pub head_tree: Option<crate::git::staged::HeadTree>,
+    /// HEAD's tree being read ahead, on a thread of its own, for the commit HEAD moved to (see
+    /// [`OpenStore::read_head_tree_ahead`]).
+    pub head_tree_ahead: Option<(
+        String,
+        std::thread::JoinHandle<Option<crate::git::staged::HeadTree>>,
+    )>,
+    /// git's common directory, once asked (`Some(None)`: not in a repository), for the notes
+    /// refs receipts arrive through.
+    pub notes_common: Option<Option<PathBuf>>,
+    /// What the notes refs looked like when their receipts were last taken in (their stamp,
+    /// the trust and, while receipts wait for HEAD, HEAD), and whether receipts wait.
+    pub notes_memo: Option<(String, bool)>,
+    /// What taking in published receipts had to say (a rewritten notes ref, an unreadable
+    /// one), until the next `check` says it.
+    pub import_warnings: Vec<proto::rpc::Warning>,
     /// How many state files this store wrote (see [`crate::memo::check::Evaluation::state_epoch`]).
     pub state_epoch: u64,
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
@@ -270,6 +285,10 @@ impl OpenStore {
             guarded: None,
             git: crate::git::facts::FactCache::for_repository(),
             head_tree: None,
+            head_tree_ahead: None,
+            notes_common: None,
+            notes_memo: None,
+            import_warnings: Vec::new(),
             state_written: Default::default(),
             state_read_ahead: Default::default(),
             state_record_taken: false,

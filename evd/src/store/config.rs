@@ -11,7 +11,51 @@ pub struct Config {
     pub green_exit_code: i32,
     pub staleness_ref: String,
     pub brief_limit: u64,
+    /// Whose published receipts may turn a verdict (`trusted_hosts`, evd's own key: upstream
+    /// ignores keys it does not read).
+    pub trust: Trust,
 }
+
+/// The `trusted_hosts` key: absent, every publisher counts (upstream trusts any receipt
+/// writer); a list, only those hosts; present but unreadable, no publisher (a typo must not
+/// open the gate to everyone).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Trust {
+    #[default]
+    Everyone,
+    Only(Vec<String>),
+    Unreadable(String),
+}
+
+impl Trust {
+    /// Whether receipts published by `host` may turn a verdict.
+    pub fn allows(&self, host: &str) -> bool {
+        match self {
+            Trust::Everyone => true,
+            Trust::Only(hosts) => hosts.iter().any(|h| h == host),
+            Trust::Unreadable(_) => false,
+        }
+    }
+
+    fn parse(value: Option<&str>) -> Trust {
+        let Some(v) = value else {
+            return Trust::Everyone;
+        };
+        match serde_json::from_str::<Vec<String>>(v) {
+            Ok(mut hosts) => {
+                hosts.sort();
+                hosts.dedup();
+                Trust::Only(hosts)
+            }
+            Err(_) => Trust::Unreadable(format!(
+                "trusted_hosts = {v} is not a list of quoted host ids like [\"linux-ci\"]: no published receipt is trusted until it is fixed"
+            )),
+        }
+    }
+}
+
+/// The config key [`Trust`] is read from.
+pub const TRUSTED_HOSTS: &str = "trusted_hosts";
 
 impl Default for Config {
     fn default() -> Self {
@@ -21,11 +65,12 @@ impl Default for Config {
             green_exit_code: 0,
             staleness_ref: "live-origin".into(),
             brief_limit: 10,
+            trust: Trust::Everyone,
         }
     }
 }
 
-fn lookup<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+pub fn lookup<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines().find_map(|line| {
         let (k, v) = line.split_once('=')?;
         (k.trim() == key).then(|| v.trim())
@@ -54,6 +99,7 @@ impl Config {
                 .unwrap_or(d.green_exit_code),
             staleness_ref,
             brief_limit: num("brief_limit", d.brief_limit),
+            trust: Trust::parse(lookup(text, TRUSTED_HOSTS)),
         }
     }
 }
@@ -76,5 +122,16 @@ mod tests {
         assert_eq!(c.green_exit_code, -2);
         assert_eq!(c.brief_limit, 10);
         assert_eq!(c.staleness_ref, "none");
+    }
+
+    #[test]
+    fn trust_is_everyone_by_default_a_list_when_given_and_nobody_when_unreadable() {
+        assert!(Config::parse(Some(DEFAULT_CONFIG)).trust.allows("anyone"));
+        let c = Config::parse(Some("[receipts]\ntrusted_hosts = [\"ci-2\", \"ci-1\"]\n"));
+        assert_eq!(c.trust, Trust::Only(vec!["ci-1".into(), "ci-2".into()]));
+        assert!(c.trust.allows("ci-1") && !c.trust.allows("laptop"));
+        let broken = Config::parse(Some("trusted_hosts = ci-1\n"));
+        assert!(matches!(broken.trust, Trust::Unreadable(_)));
+        assert!(!broken.trust.allows("ci-1"));
     }
 }

@@ -112,6 +112,87 @@ pub fn output(cmd: &mut Command, limit: Duration) -> Result<Output, ChildError> 
     }
 }
 
+/// Run `cmd` with `input` on its stdin (written from a thread of its own, so a child that
+/// answers as it reads never deadlocks against us), collecting stdout and stderr, killing it
+/// after `limit`. For git's batch commands (`cat-file --batch`, `fast-import`).
+pub fn output_with_input(
+    cmd: &mut Command,
+    input: Vec<u8>,
+    limit: Duration,
+) -> Result<Output, ChildError> {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(ChildError::Spawn)?;
+    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(ChildError::Spawn(std::io::Error::other("no pipes")));
+    };
+    let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(f)
+            .map_err(ChildError::Spawn)
+    };
+    let writer = spawn(
+        "evd-child-in",
+        Box::new(move || {
+            let _ = stdin.write_all(&input);
+        }),
+    )?;
+    let (etx, erx) = std::sync::mpsc::channel();
+    let err_reader = spawn(
+        "evd-child-err",
+        Box::new(move || {
+            let mut buf = Vec::new();
+            // Enough to explain a failure; the rest is drained so the child never blocks.
+            let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut buf);
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+            let _ = etx.send(buf);
+        }),
+    )?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = spawn(
+        "evd-child-out",
+        Box::new(move || {
+            let mut buf = Vec::new();
+            let _ = stdout.read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        }),
+    )?;
+    let finish = |child: &mut std::process::Child| {
+        let _ = writer.join();
+        let _ = reader.join();
+        let _ = err_reader.join();
+        child.wait()
+    };
+    match rx.recv_timeout(limit) {
+        Ok(stdout) => {
+            let stderr = erx.recv_timeout(limit).unwrap_or_default();
+            let status = finish(&mut child).map_err(ChildError::Spawn)?;
+            Ok(Output {
+                status,
+                stdout,
+                stderr,
+            })
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = finish(&mut child);
+            let what = describe(cmd);
+            tracing::warn!(command = %what, limit_ms = limit.as_millis() as u64, "a git child overran its time limit and was stopped");
+            TIMED_OUT.with(|t| t.borrow_mut().push(what.clone()));
+            Err(ChildError::TimedOut(what))
+        }
+    }
+}
+
 /// [`output`] with the git limit: trimmed stdout when git succeeded and printed something.
 pub fn git_stdout(cmd: &mut Command) -> Option<String> {
     let out = output(cmd, git_timeout()).ok()?;

@@ -61,9 +61,7 @@ fn staged_paths(store: &mut OpenStore, si: &proto::rpc::StagedIndex) -> Option<V
     }
     let root = store.store.root().to_path_buf();
     let head = check::basis::git_head(&mut store.git, &root)?;
-    if store.head_tree.as_ref().map(|t| t.commit.as_str()) != Some(head.as_str()) {
-        store.head_tree = Some(crate::git::staged::HeadTree::of(&root, &head)?);
-    }
+    store.head_tree_for(&head)?;
     crate::git::staged::staged(index, store.head_tree.as_ref()?)
 }
 

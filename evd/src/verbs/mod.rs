@@ -21,6 +21,7 @@ pub mod migrate;
 pub mod pending;
 pub mod propose;
 pub mod ratify;
+pub mod receipts;
 pub mod reopen;
 pub mod reverify;
 pub mod show;

@@ -16,6 +16,9 @@ use super::migrate::{
     ReconcileResult,
 };
 use super::recall::{BriefRequest, BriefResult, ReopenResult, WhyRequest, WhyResult};
+use super::team::{
+    PublishReceiptsRequest, PublishReceiptsResult, ReceiptsStatus, TrustRequest, TrustResult,
+};
 use super::verbs::{
     DecideRequest, DecideResult, DoctorRequest, DoctorResult, IdRequest, InitResult, ListRequest,
     ListResult, LogResult, ShowResult, StoreRequest, VerifyRequest, VerifyResult,
@@ -111,6 +114,22 @@ pub trait EvApi {
     /// Append receipts (one line each, O_APPEND) to `results/receipts/<key>.jsonl`.
     #[method(name = "receipts.append")]
     async fn receipts_append(&self, req: AppendReceiptsRequest) -> RpcResult<AppendReceiptsResult>;
+
+    /// Gather this host's receipts into the repository's receipts notes ref, united with the
+    /// remote's copy the caller just fetched; the caller pushes it.
+    #[method(name = "receipts.publish")]
+    async fn receipts_publish(
+        &self,
+        req: PublishReceiptsRequest,
+    ) -> RpcResult<PublishReceiptsResult>;
+
+    /// What came in through the receipts notes: imported, waiting, untrusted, rewritten refs.
+    #[method(name = "receipts.status")]
+    async fn receipts_status(&self, req: StoreRequest) -> RpcResult<ReceiptsStatus>;
+
+    /// Trust, or stop trusting, a publishing host (the store config's `trusted_hosts`).
+    #[method(name = "receipts.trust")]
+    async fn receipts_trust(&self, req: TrustRequest) -> RpcResult<TrustResult>;
 
     /// The user-ruled decisions an agent should read first (the `ev-brief` contract).
     #[method(name = "brief")]

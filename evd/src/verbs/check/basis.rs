@@ -109,6 +109,11 @@ pub(super) fn basis(
     let t0 = std::time::Instant::now();
     store.refresh()?;
     let t1 = t0.elapsed();
+    // Receipts a fetch brought through git land in results/receipts/ before they are read.
+    let said = crate::verbs::receipts::catch_up(store);
+    if store.import_warnings.len() < 20 {
+        store.import_warnings.extend(said);
+    }
     store.receipts.sync();
     let t2 = t0.elapsed();
     if store.results_dir().join("state").is_dir() {
@@ -118,6 +123,9 @@ pub(super) fn basis(
     let t3 = t0.elapsed();
     let root = store.root().to_path_buf();
     let head = git_head(&mut store.git, &root);
+    if let Some(h) = &head {
+        store.read_head_tree_ahead(h);
+    }
     let t4 = t0.elapsed();
     let guarded = store.guarded_paths()?;
     let t5 = t0.elapsed();

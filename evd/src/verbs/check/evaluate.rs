@@ -58,6 +58,7 @@ pub fn evaluated_with(
         reference.clone(),
         work,
     )?;
+    warnings.append(&mut store.import_warnings);
     let now = crate::engine::clock::now();
     if last_known {
         if let Some(eval) = store.memos.get(&basis, now, true, store.state_epoch) {

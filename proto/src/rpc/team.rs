@@ -1,0 +1,129 @@
+//! Beyond one machine: receipts published as git notes and brought back by a fetch
+//! (`ev.receipts.publish`, `ev.receipts.status`, `ev.receipts.trust`). The network is the
+//! client's (it runs `git fetch` and `git push` with the user's credentials); evd reads and
+//! writes the repository's notes ref and the store.
+
+use super::context::{Context, Warning};
+use serde::{Deserialize, Serialize};
+
+/// `ev.receipts.publish`: gather this host's receipts at commits of the repository into the
+/// local notes ref, united with what the remote's copy holds, ready to push.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishReceiptsRequest {
+    pub context: Context,
+    /// The remote whose copy of the notes (`refs/evolving/remote-notes/<remote>/receipts`, just
+    /// fetched by the caller) the new notes commit descends from.
+    #[serde(default)]
+    pub remote: Option<String>,
+    /// The publishing host's id (`EV_HOST_ID` or its host name, as the caller resolved it).
+    pub host: String,
+    /// Who publishes (an email address), for the notes commit's author.
+    pub by: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishReceiptsResult {
+    pub notes_ref: String,
+    /// The notes ref's commit now (`None`: there is nothing to publish and never was).
+    pub commit: Option<String>,
+    /// Receipts this publish added to the notes.
+    pub added: usize,
+    /// Receipts in the notes now, and the commits they were run at.
+    pub receipts: usize,
+    pub commits: usize,
+    /// Whether the remote lacks something the local notes ref has (a push is due).
+    pub push: bool,
+    /// This host's receipts left out: at commits the repository does not have, or imported
+    /// from another publisher (they are that publisher's to publish).
+    pub skipped: usize,
+    pub warnings: Vec<Warning>,
+}
+
+/// Where a receipt that came through git came from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptOrigin {
+    /// The publishing host (`?` for a note written by other means than `evctl receipts publish`).
+    pub host: String,
+    /// The publisher's email, as the notes commit's author says.
+    pub by: String,
+    /// The notes commit that first added the receipt.
+    pub notes_commit: String,
+}
+
+/// A receipt that came through git, with where it came from.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedReceipt {
+    pub test: String,
+    pub platform: String,
+    pub commit: String,
+    pub ran_at: String,
+    pub result: String,
+    pub origin: ReceiptOrigin,
+}
+
+/// A notes ref that was rewritten rather than extended since it was last read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NotesRewrite {
+    /// The ref (`refs/notes/evolving-receipts` or a remote's copy).
+    pub notes_ref: String,
+    /// The commit last read, and the one there now (which does not descend from it).
+    pub seen: String,
+    pub now: String,
+    /// Receipts the last read held that the rewritten notes no longer hold (they stay imported).
+    pub dropped: Vec<PublishedReceipt>,
+    /// When it was found (RFC 3339).
+    pub found_at: String,
+}
+
+/// `ev.receipts.status`: what came through git and what was kept out.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptsStatus {
+    /// The hosts whose receipts may turn a verdict; `None`: every publisher's (empty: none,
+    /// as when the config's list cannot be read).
+    pub trusted: Option<Vec<String>>,
+    /// Each notes ref read, with its commit.
+    pub sources: Vec<NotesSource>,
+    /// Receipts written into `results/receipts/` from the notes, in all.
+    pub imported: usize,
+    /// Receipts at commits not (yet) in HEAD's history: they come in once HEAD reaches them.
+    pub waiting: usize,
+    /// Receipts from publishers not trusted: shown, never written where verdicts read.
+    pub untrusted: Vec<PublishedReceipt>,
+    /// Notes lines that are not receipts of the commit they are attached to.
+    pub refused: usize,
+    /// Notes refs found rewritten, newest last.
+    pub rewrites: Vec<NotesRewrite>,
+    pub warnings: Vec<Warning>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct NotesSource {
+    pub notes_ref: String,
+    pub commit: String,
+}
+
+/// `ev.receipts.trust`: trust (or stop trusting) a publishing host. The list lives in the
+/// store's config (`trusted_hosts`), committed with the decisions, so a team shares it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TrustRequest {
+    pub context: Context,
+    pub host: String,
+    /// `true`: add it; `false`: remove it.
+    pub trust: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TrustResult {
+    /// The trusted hosts now; `None`: every publisher's receipts count.
+    pub trusted: Option<Vec<String>>,
+    pub changed: bool,
+}
