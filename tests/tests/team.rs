@@ -1,0 +1,413 @@
+//! Receipts beyond one machine, through git: one bare remote and several clones, each with its
+//! own evd (its own world) and host id. CI runs and publishes; a developer's plain `git fetch`
+//! turns `not-run (missing: linux-ci)` into CI's verdict with no command (state file and
+//! `evctl watch`), and upstream `ev` on that clone reads it too; concurrent publishers lose
+//! nothing; a publisher the store does not trust never turns a verdict; a notes ref rewritten
+//! to drop a red receipt is reported and the red stays.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use evd_e2e::{bin, wait_until, World};
+
+fn run_git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A bare remote holding one commit with a store whose one decision is bound to
+/// `test -f ok.txt` on linux-ci (green where ok.txt exists, red where it does not).
+struct Team {
+    dir: tempfile::TempDir,
+    id: String,
+}
+
+impl Team {
+    fn new(w: &World) -> Team {
+        let dir = tempfile::Builder::new()
+            .prefix("evteam")
+            .tempdir()
+            .expect("tempdir");
+        run_git(
+            dir.path(),
+            &["init", "-q", "--bare", "-b", "main", "remote.git"],
+        );
+        let seed = dir.path().join("seed");
+        run_git(dir.path(), &["clone", "-q", "remote.git", "seed"]);
+        identity(&seed, "Seed", "seed@example.invalid");
+        w.evctl(&seed, &["init"]).ok();
+        std::fs::write(seed.join(".gitignore"), ".evolving/results/\n").expect("write");
+        std::fs::write(seed.join("code.txt"), "v1\n").expect("write");
+        run_git(&seed, &["add", "-A"]);
+        run_git(&seed, &["commit", "-q", "-m", "code"]);
+        let head = run_git(&seed, &["rev-parse", "HEAD"]);
+        let r = w
+            .evctl(
+                &seed,
+                &[
+                    "decide",
+                    "ok.txt marks a good build",
+                    "--assume",
+                    "the build leaves ok.txt",
+                    "--assume-test",
+                    "test -f ok.txt",
+                    "--counter-test",
+                    "test ! -f ok.txt",
+                    "--on-platform",
+                    "linux-ci",
+                    "--triggered-by",
+                    "code.txt",
+                    "--surface",
+                    "build",
+                    "--verified-at-sha",
+                    &head,
+                    "--blame",
+                    "Seed",
+                ],
+            )
+            .ok();
+        let id = r.stdout.split_whitespace().nth(1).expect("id").to_string();
+        // Verdicts that depend on the receipts alone.
+        let config = seed.join(".evolving/config");
+        let text = std::fs::read_to_string(&config).expect("config");
+        std::fs::write(&config, text.replace("\"live-origin\"", "\"none\"")).expect("config");
+        run_git(&seed, &["add", "-A"]);
+        run_git(&seed, &["commit", "-q", "-m", "the decision"]);
+        run_git(&seed, &["push", "-q", "origin", "main"]);
+        Team { dir, id }
+    }
+
+    fn remote(&self) -> PathBuf {
+        self.dir.path().join("remote.git")
+    }
+
+    /// A clone named `name`, with an identity and the receipts fetch refspec set up.
+    fn clone(&self, w: &World, name: &str) -> PathBuf {
+        run_git(self.dir.path(), &["clone", "-q", "remote.git", name]);
+        let dir = self.dir.path().join(name);
+        identity(&dir, name, &format!("{name}@example.invalid"));
+        let r = w.evctl(&dir, &["remote", "setup"]).ok();
+        assert!(r.stdout.contains("origin: `git fetch` now brings"), "{r:?}");
+        dir
+    }
+}
+
+fn identity(dir: &Path, name: &str, email: &str) {
+    run_git(dir, &["config", "user.name", name]);
+    run_git(dir, &["config", "user.email", email]);
+}
+
+/// A CI host: its own world (its own evd), its host id.
+fn host(id: &str) -> World {
+    World::with_env(&[("EV_HOST_ID", id)])
+}
+
+/// Run the bound test here as CI does, with ok.txt present or not, and publish.
+fn run_and_publish(w: &World, dir: &Path, ok: bool) -> String {
+    let marker = dir.join("ok.txt");
+    if ok {
+        std::fs::write(&marker, "").expect("write");
+    } else {
+        let _ = std::fs::remove_file(&marker);
+    }
+    w.evctl(dir, &["check", "--run", "--platform", "linux-ci"]);
+    let r = w.evctl(dir, &["receipts", "publish"]).ok();
+    r.stdout
+}
+
+fn state_verdict(dir: &Path, id: &str) -> Option<String> {
+    let text =
+        std::fs::read_to_string(dir.join(format!(".evolving/results/state/{id}.json"))).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["grounds"][0]["verdict"].as_str().map(str::to_string)
+}
+
+struct Watch {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Watch {
+    fn start(w: &World, dir: &Path) -> Watch {
+        let mut child = w
+            .command(bin("evctl"))
+            .current_dir(dir)
+            .args(["watch", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("evctl watch");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch { child, lines }
+    }
+
+    /// How long until a pushed change to `label` (at most 10 s).
+    fn expect(&self, label: &str) -> Duration {
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+                if v["kind"] == "changed" && v["new"] == label {
+                    return started.elapsed();
+                }
+            }
+        }
+        panic!("no pushed change to {label}");
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_ci_red_reaches_a_developer_with_a_plain_fetch_and_no_command() {
+    let dev_w = World::new();
+    let team = Team::new(&dev_w);
+    let dev = team.clone(&dev_w, "dev");
+    let r = dev_w.evctl(&dev, &["check"]).ok();
+    assert!(
+        r.stdout.starts_with("not-run\t") && r.stdout.contains("missing: linux-ci"),
+        "{r:?}"
+    );
+    let watch = Watch::start(&dev_w, &dev);
+    assert!(wait_until(Duration::from_secs(5), || dev_w
+        .daemon_pid()
+        .is_some()));
+    std::thread::sleep(Duration::from_millis(300));
+
+    // CI: a red run, published.
+    let ci_w = host("ci-linux");
+    let ci = team.clone(&ci_w, "ci");
+    let said = run_and_publish(&ci_w, &ci, false);
+    assert!(
+        said.starts_with("published 1 receipt from ci-linux to origin"),
+        "{said}"
+    );
+
+    // The developer fetches; nothing else is asked of evd.
+    run_git(&dev, &["fetch", "-q"]);
+    let took = watch.expect("red");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(wait_until(Duration::from_secs(5), || state_verdict(
+        &dev, &team.id
+    )
+    .as_deref()
+        == Some("red")));
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(r.stdout.starts_with("red\t"), "{r:?}");
+    // Upstream ev on this clone reads the same receipt (it is in results/receipts/).
+    let theirs = dev_w.ev(&dev, &["check"]);
+    assert!(theirs.stdout.starts_with("red\t"), "{theirs:?}");
+    // Imported once, however often fetched and checked.
+    run_git(&dev, &["fetch", "-q"]);
+    dev_w.evctl(&dev, &["check"]);
+    let receipts: Vec<String> = std::fs::read_dir(dev.join(".evolving/results/receipts"))
+        .expect("receipts")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).expect("read"))
+        .collect();
+    assert_eq!(receipts.concat().lines().count(), 1, "{receipts:?}");
+    // Where it came from.
+    let st = dev_w.evctl(&dev, &["--json", "receipts", "status"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&st.stdout).expect("json");
+    assert_eq!(v["imported"], 1, "{v}");
+    let origins =
+        std::fs::read_to_string(dev.join(".evolving/results/imports/notes-origins.jsonl"))
+            .expect("origins");
+    assert!(
+        origins.contains("\"host\":\"ci-linux\"") && origins.contains("ci@example.invalid"),
+        "{origins}"
+    );
+
+    // CI goes green at the same commit: the developer's fetch turns it green.
+    let said = run_and_publish(&ci_w, &ci, true);
+    assert!(said.starts_with("published 1 receipt"), "{said}");
+    run_git(&dev, &["fetch", "-q"]);
+    watch.expect("green");
+}
+
+#[test]
+fn three_publishers_at_once_lose_no_receipt() {
+    let seed_w = World::new();
+    let team = Team::new(&seed_w);
+    let hosts: Vec<(World, PathBuf)> = (1..=3)
+        .map(|i| {
+            let w = host(&format!("ci-{i}"));
+            let dir = team.clone(&w, &format!("ci{i}"));
+            (w, dir)
+        })
+        .collect();
+    // Each host runs twice (two receipts each), then all publish at the same moment.
+    for (w, dir) in &hosts {
+        for ok in [true, false] {
+            std::fs::write(dir.join("ok.txt"), "").expect("write");
+            if !ok {
+                std::fs::remove_file(dir.join("ok.txt")).expect("rm");
+            }
+            w.evctl(dir, &["check", "--run", "--platform", "linux-ci"]);
+        }
+    }
+    std::thread::scope(|s| {
+        for (w, dir) in &hosts {
+            s.spawn(move || {
+                let r = w.evctl(dir, &["receipts", "publish"]).ok();
+                assert!(r.stdout.starts_with("published 2 receipts"), "{r:?}");
+            });
+        }
+    });
+    // The remote's notes hold all six, each once.
+    let check = team.dir.path().join("check");
+    run_git(team.dir.path(), &["clone", "-q", "remote.git", "check"]);
+    run_git(
+        &check,
+        &[
+            "fetch",
+            "-q",
+            "origin",
+            "refs/notes/evolving-receipts:refs/notes/evolving-receipts",
+        ],
+    );
+    let head = run_git(&check, &["rev-parse", "HEAD"]);
+    let note = run_git(&check, &["notes", "--ref=evolving-receipts", "show", &head]);
+    assert_eq!(note.lines().count(), 6, "{note}");
+    let mut unique: Vec<&str> = note.lines().collect();
+    unique.dedup();
+    assert_eq!(unique.len(), 6);
+    // Publishing again adds nothing.
+    let (w, dir) = &hosts[0];
+    let r = w.evctl(dir, &["receipts", "publish"]).ok();
+    assert!(r.stdout.starts_with("nothing new to publish"), "{r:?}");
+    let _ = team.remote();
+}
+
+#[test]
+fn a_publisher_not_trusted_never_turns_a_verdict() {
+    let dev_w = World::new();
+    let team = Team::new(&dev_w);
+    let dev = team.clone(&dev_w, "dev");
+    let r = dev_w.evctl(&dev, &["receipts", "trust", "ci-linux"]).ok();
+    assert!(
+        r.stdout
+            .contains("only receipts published by ci-linux count"),
+        "{r:?}"
+    );
+    assert!(std::fs::read_to_string(dev.join(".evolving/config"))
+        .expect("config")
+        .contains("trusted_hosts = [\"ci-linux\"]"));
+    // Someone else's laptop claims a green run on linux-ci.
+    let rogue_w = host("laptop-7");
+    let rogue = team.clone(&rogue_w, "rogue");
+    run_and_publish(&rogue_w, &rogue, true);
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(
+        r.stdout.starts_with("not-run\t"),
+        "an untrusted green counted: {r:?}"
+    );
+    let st = dev_w.evctl(&dev, &["receipts", "status"]).ok();
+    assert!(st.stdout.contains("trusted    ci-linux"), "{}", st.stdout);
+    assert!(
+        st.stdout.contains("untrusted  1 (shown, never counted):")
+            && st
+                .stdout
+                .contains("published by laptop-7 (rogue@example.invalid)"),
+        "{}",
+        st.stdout
+    );
+    // The trusted CI's red does count.
+    let ci_w = host("ci-linux");
+    let ci = team.clone(&ci_w, "ci");
+    run_and_publish(&ci_w, &ci, false);
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(r.stdout.starts_with("red\t"), "{r:?}");
+    // Trusting everyone again lets the laptop's receipt in (its green is older than CI's red,
+    // so the verdict stays red, and the receipt is now in the file).
+    dev_w.evctl(&dev, &["receipts", "trust", "--everyone"]).ok();
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(r.stdout.starts_with("red\t"), "{r:?}");
+    let st = dev_w.evctl(&dev, &["--json", "receipts", "status"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&st.stdout).expect("json");
+    assert_eq!(v["imported"], 2, "{v}");
+    assert!(v["trusted"].is_null(), "{v}");
+}
+
+#[test]
+fn a_notes_ref_rewritten_to_drop_a_red_is_reported_and_the_red_stays() {
+    let dev_w = World::new();
+    let team = Team::new(&dev_w);
+    let dev = team.clone(&dev_w, "dev");
+    let ci_w = host("ci-linux");
+    let ci = team.clone(&ci_w, "ci");
+    run_and_publish(&ci_w, &ci, false);
+    run_git(&dev, &["fetch", "-q"]);
+    assert!(dev_w.evctl(&dev, &["check"]).stdout.starts_with("red\t"));
+    // Someone with push rights replaces the notes with a history that never had the red.
+    let forger = team.dir.path().join("forger");
+    run_git(team.dir.path(), &["clone", "-q", "remote.git", "forger"]);
+    identity(&forger, "F", "f@example.invalid");
+    let head = run_git(&forger, &["rev-parse", "HEAD"]);
+    let green = format!(
+        "{{\"commit\":\"{head}\",\"platform\":\"linux-ci\",\"ran_at\":\"2026-01-01T00:00:00Z\",\"result\":\"green\",\"test\":\"test -f ok.txt\"}}"
+    );
+    run_git(
+        &forger,
+        &[
+            "notes",
+            "--ref=evolving-receipts",
+            "add",
+            "-m",
+            &green,
+            &head,
+        ],
+    );
+    run_git(
+        &forger,
+        &[
+            "push",
+            "-q",
+            "--force",
+            "origin",
+            "refs/notes/evolving-receipts:refs/notes/evolving-receipts",
+        ],
+    );
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(r.stdout.starts_with("red\t"), "the red was lost: {r:?}");
+    assert!(
+        r.stderr
+            .contains("refs/evolving/remote-notes/origin/receipts was rewritten, not extended")
+            && r.stderr
+                .contains("1 receipt was dropped, e.g. red \"test -f ok.txt\""),
+        "{r:?}"
+    );
+    let st = dev_w.evctl(&dev, &["receipts", "status"]).ok();
+    assert!(
+        st.stdout
+            .contains("REWRITTEN  refs/evolving/remote-notes/origin/receipts"),
+        "{}",
+        st.stdout
+    );
+}
