@@ -655,6 +655,27 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
             r.say(format!("   ✓ {line}"));
         }
     }
+    // Receipts other hosts publish (CI's) come with every `git fetch` of each remote.
+    let remotes: Vec<String> = crate::context::git(&layout.top, &["remote"])
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    for remote in &remotes {
+        if r.dry_run {
+            r.say(format!(
+                "   [dry-run] make `git fetch {remote}` bring its published receipts"
+            ));
+        } else if crate::team::setup_remote(&layout.top, remote)? {
+            r.say(format!(
+                "   ✓ `git fetch {remote}` now brings its published receipts (evctl remote setup)"
+            ));
+        }
+    }
+    if remotes.is_empty() {
+        r.todo.push(
+            "once the repository has a remote: `evctl remote setup`, so that `git fetch` brings the receipts CI publishes (docs/team.md)"
+                .into(),
+        );
+    }
     if !results_ignored(target) {
         r.todo.push(
             "keep .evolving/results/ (a per-machine cache) out of git: add `.evolving/results/` to .gitignore"
