@@ -892,6 +892,7 @@ mod tests {
                 commit: commit.into(),
                 ran_at: "t".into(),
                 platform: "local".into(),
+                origin: None,
             }),
         }
     }

@@ -241,6 +241,13 @@ fn a_ci_red_reaches_a_developer_with_a_plain_fetch_and_no_command() {
         "{origins}"
     );
 
+    // What guards a file (the editor's hover, the hook) says where the run came from.
+    let g = dev_w.evctl(&dev, &["--json", "guards", "code.txt"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&g.stdout).expect("json");
+    let origin = &v["decisions"][0]["grounds"][0]["last_run"]["origin"];
+    assert_eq!(origin["host"], "ci-linux", "{v}");
+    assert_eq!(origin["by"], "ci@example.invalid", "{v}");
+
     // CI goes green at the same commit: the developer's fetch turns it green.
     let said = run_and_publish(&ci_w, &ci, true);
     assert!(said.starts_with("published 1 receipt"), "{said}");

@@ -288,6 +288,7 @@ pub mod tests {
                 commit: "a245bc4d00000000000000000000000000000000".into(),
                 ran_at: ran_at.into(),
                 platform: "local".into(),
+                origin: None,
             }),
         }
     }

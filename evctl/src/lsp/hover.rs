@@ -70,6 +70,19 @@ fn decision_md(d: &GuardedDecision, rel: &str, now: OffsetDateTime, out: &mut St
         out.push_str(&format!("; {}", text(&last_run(g, now))));
         if let Some(r) = &g.last_run {
             out.push_str(&format!(" on {}", text(&r.platform)));
+            if let Some(o) = &r.origin {
+                // It came through git: who published it, and in which notes commit.
+                let by = if o.by.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", text(&o.by))
+                };
+                out.push_str(&format!(
+                    ", published by {}{by} in {}",
+                    text(&o.host),
+                    code(o.notes_commit.get(..12).unwrap_or(&o.notes_commit))
+                ));
+            }
         }
         out.push('\n');
         if !g.triggered_by.is_empty() {

@@ -42,6 +42,12 @@ type Written = (Option<u64>, Option<(u64, u64)>);
 /// The stamp of a file as an image keeps it: (ctime ns, mtime ns, length, inode).
 type FileStamp = (i64, i64, u64, u64);
 
+/// The origins file's length, change time and inode, as [`OpenStore::origins`] was read at.
+type OriginsKey = (u64, i64, i64);
+
+/// Who published each receipt line that came through git.
+pub type Origins = std::collections::HashMap<String, proto::rpc::ReceiptOrigin>;
+
 /// Every receipt file with its stamp, by name, as [`image`] takes them.
 type ReceiptStamps = Vec<(String, FileStamp)>;
 
@@ -164,6 +170,9 @@ pub struct OpenStore {
     /// What taking in published receipts had to say (a rewritten notes ref, an unreadable
     /// one), until the next `check` says it.
     pub import_warnings: Vec<proto::rpc::Warning>,
+    /// Who published each receipt that came through git, as last read (keyed by the origins
+    /// file's length and change time), for the answers that say where a run came from.
+    pub origins: Option<(OriginsKey, Arc<Origins>)>,
     /// How many state files this store wrote (see [`crate::memo::check::Evaluation::state_epoch`]).
     pub state_epoch: u64,
     /// A digest of each state file's verdict content as last written (computed_at aside), so an
@@ -289,6 +298,7 @@ impl OpenStore {
             notes_common: None,
             notes_memo: None,
             import_warnings: Vec::new(),
+            origins: None,
             state_written: Default::default(),
             state_read_ahead: Default::default(),
             state_record_taken: false,

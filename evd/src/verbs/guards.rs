@@ -95,6 +95,7 @@ fn guards_of_paths(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsR
         },
         work,
     )?;
+    let origins = crate::verbs::receipts::import::origins_cached(store);
     // Which decisions match, and how much each asks for attention, through the evaluation's
     // trigger index: a store has few distinct triggers, so each is compared with the requested
     // paths once, and a large store's many ticks cost a byte each. Only the decisions answered
@@ -204,6 +205,9 @@ fn guards_of_paths(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsR
                 commit: r.commit.clone(),
                 ran_at: r.ran_at.clone(),
                 platform: r.platform.clone(),
+                origin: origins
+                    .as_ref()
+                    .and_then(|o| o.get(r.line().trim_end()).cloned()),
             });
             grounds.push(GuardedGround {
                 index,

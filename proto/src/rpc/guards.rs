@@ -72,6 +72,9 @@ pub struct LastRun {
     pub commit: String,
     pub ran_at: String,
     pub platform: String,
+    /// Where it came from, when it came through git (`evctl receipts publish` on another host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<super::team::ReceiptOrigin>,
 }
 
 /// One test ground of a guarding decision.

@@ -105,6 +105,31 @@ pub fn load_origins(store: &OpenStore) -> HashMap<String, ReceiptOrigin> {
     out
 }
 
+/// [`load_origins`], kept on the open store while the file is unchanged; `None` when no
+/// receipt ever came through git (no file).
+pub fn origins_cached(
+    store: &mut OpenStore,
+) -> Option<std::sync::Arc<HashMap<String, ReceiptOrigin>>> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(imports_dir(store).join(ORIGINS)).ok()?;
+    if !m.is_file() {
+        return None;
+    }
+    let key = (
+        m.len(),
+        m.mtime_nsec() + m.mtime() * 1_000_000_000,
+        m.ino() as i64,
+    );
+    if let Some((k, o)) = &store.origins {
+        if *k == key {
+            return Some(std::sync::Arc::clone(o));
+        }
+    }
+    let o = std::sync::Arc::new(load_origins(store));
+    store.origins = Some((key, std::sync::Arc::clone(&o)));
+    Some(o)
+}
+
 fn append_origins(store: &OpenStore, new: &[(String, Introduced)]) -> Result<(), String> {
     if new.is_empty() {
         return Ok(());
