@@ -108,12 +108,12 @@ fn plan(ticks: usize) -> Plan {
 
 /// One current test ground the bench flips: its tick, where its verdict is written, and the
 /// guarded file its commits and saves touch.
-struct Ground {
+pub(super) struct Ground {
     tick: String,
     index: usize,
-    selector: String,
+    pub(super) selector: String,
     claim: String,
-    platforms: Vec<String>,
+    pub(super) platforms: Vec<String>,
     /// A tracked file among the ground's `triggered_by`.
     path: String,
     state: PathBuf,
@@ -123,7 +123,7 @@ struct Ground {
 /// The newest current, gating-capable test ground with a counter-test, verified at the upstream
 /// sha (`origin`), alone among its tick's test grounds, bound to a selector no other current
 /// ground shares, and guarding a plain tracked file.
-fn pick_ground(fx: &Fixture, origin: &str) -> Res<Ground> {
+pub(super) fn pick_ground(fx: &Fixture, origin: &str) -> Res<Ground> {
     let mut store = evd::store::Store::new(fx.root.clone());
     let current: Vec<(String, proto::Tick)> = store
         .current()
@@ -195,7 +195,7 @@ fn pick_ground(fx: &Fixture, origin: &str) -> Res<Ground> {
 }
 
 /// The chosen ground's verdict in its state file, if the file is there and whole.
-fn state_verdict(g: &Ground) -> Option<String> {
+pub(super) fn state_verdict(g: &Ground) -> Option<String> {
     let text = fs::read_to_string(&g.state).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
     let grounds = v.get("grounds")?.as_array()?;
@@ -227,7 +227,7 @@ fn wait_state(g: &Ground, want: &str, t0: Instant) -> Option<Duration> {
 // Git, receipts, saves
 
 /// `git <args>` in `root`, the bench's environment and a fixed identity; stdout when it worked.
-fn git(w: &World, root: &Path, args: &[&str]) -> Res<String> {
+pub(super) fn git(w: &World, root: &Path, args: &[&str]) -> Res<String> {
     let mut cmd = w.command(Path::new("git"));
     cmd.current_dir(root).args([
         "-c",
@@ -276,7 +276,7 @@ fn save(root: &Path, rel: &str, text: &str) -> Res<Instant> {
 
 /// Green receipts at HEAD for every platform of the ground (what CI appends after a run), and
 /// the time until the state file says `green`.
-fn make_green(w: &World, root: &Path, g: &Ground) -> Res<Duration> {
+pub(super) fn make_green(w: &World, root: &Path, g: &Ground) -> Res<Duration> {
     let head = git(w, root, &["rev-parse", "HEAD"])?;
     let mut lines = String::new();
     for p in &g.platforms {
@@ -350,7 +350,7 @@ impl Watch {
     }
 
     /// Forget every line received so far.
-    fn drain(&self) {
+    pub(super) fn drain(&self) {
         while self.lines.try_recv().is_ok() {}
     }
 
@@ -396,7 +396,7 @@ impl Drop for Watch {
 
 /// Wait for the ground to read `want` both on the watch and in its state file; each latency
 /// from `t0` (`None`: not within [`LIMIT`]). Polls every millisecond, runs no command.
-fn follow(
+pub(super) fn follow(
     watch: &Watch,
     g: &Ground,
     want: &str,

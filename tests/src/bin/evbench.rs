@@ -21,6 +21,9 @@
 //! `evbench follow` runs only the follow section: a check right after a commit, commit to state
 //! file and watch, the first check after a restart, and an editor save to `dirty`, at 1k, 10k and
 //! 100k ticks beside upstream ev's own check (`--no-100k` skips the last; `tests/src/bench_follow.rs`).
+//! `evbench team` runs only the team section: publishing 10,000 receipts as git notes, and the
+//! time from a developer's `git fetch` to CI's verdict on the watch and in the state file at
+//! 10k ticks (`tests/src/bench_team.rs`; `--only 10k` is implied for the fixture).
 //! `evbench store` runs only the store section: evd's RSS holding a 1k, 10k and 100k-tick store
 //! with its verdicts, `verify` cold and repeated, `list` and a warm `check`, each next to
 //! upstream `ev` 0.1.32 on the same store (capped; see `tests/src/bench_store.rs`).
@@ -71,6 +74,8 @@ mod bench_hooks;
 mod bench_ledger;
 #[path = "../bench_store.rs"]
 mod bench_store;
+#[path = "../bench_team.rs"]
+mod bench_team;
 
 type Res<T> = Result<T, String>;
 
@@ -1955,6 +1960,9 @@ fn run(report: &mut Report) -> Res<()> {
     }
     if bench_follow::selected() {
         return bench_follow::run(&w, report, started);
+    }
+    if bench_team::selected() {
+        return bench_team::run(&w, report, started);
     }
 
     // `evbench store`: memory, verify, list and check against upstream, one store at a time.

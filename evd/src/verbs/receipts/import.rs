@@ -171,6 +171,14 @@ fn published(line: &str, origin: &ReceiptOrigin) -> Option<PublishedReceipt> {
     })
 }
 
+/// HEAD's commit, through the store's cache of git's answers (as the verdicts read it).
+fn head_of(store: &mut OpenStore, root: &Path) -> Option<String> {
+    store
+        .git
+        .answer(root, crate::git::facts::Query::Head)
+        .filter(|h| proto::model::is_40_lower_hex(h))
+}
+
 /// The store's git common directory, asked once per open store.
 fn common(store: &mut OpenStore) -> Option<PathBuf> {
     if store.notes_common.is_none() {
@@ -200,13 +208,9 @@ pub fn catch_up(store: &mut OpenStore) -> Vec<Warning> {
             if waiting { head.unwrap_or("") } else { "" }
         )
     };
-    if let Some((key, waiting)) = &store.notes_memo {
-        let head = if *waiting {
-            crate::verbs::check::basis::git_head(&mut store.git, &root)
-        } else {
-            None
-        };
-        if *key == memo_key(*waiting, head.as_deref()) {
+    if let Some((key, waiting)) = store.notes_memo.clone() {
+        let head = if waiting { head_of(store, &root) } else { None };
+        if key == memo_key(waiting, head.as_deref()) {
             return Vec::new();
         }
     }
@@ -218,7 +222,7 @@ pub fn catch_up(store: &mut OpenStore) -> Vec<Warning> {
     }
     if let Some(seen) = &seen {
         let head = if seen.waiting > 0 {
-            crate::verbs::check::basis::git_head(&mut store.git, &root)
+            head_of(store, &root)
         } else {
             None
         };
@@ -315,7 +319,7 @@ fn survey(store: &mut OpenStore, seen: &mut Seen) -> Result<Survey, String> {
     seen.walked = shas.clone();
     let (all, refused) = notes::union(&root, &shas)?;
     let trust = store.config().trust;
-    let head = crate::verbs::check::basis::git_head(&mut store.git, &root);
+    let head = head_of(store, &root);
     let history = match (&head, all.is_empty()) {
         (Some(h), false) => notes::history(&root, h, HISTORY)?,
         _ => Default::default(),

@@ -31,9 +31,11 @@ fn ident_email(by: &str) -> String {
 }
 
 /// This host's receipts at commits of the repository, by commit (canonical lines), leaving out
-/// lines other publishers' notes brought; and how many were left out.
+/// lines other publishers' notes brought (a line this host published and read back is still
+/// its own); and how many were left out.
 fn local_receipts(
     store: &OpenStore,
+    host: &str,
     warnings: &mut Vec<Warning>,
 ) -> Result<(Notes, usize), Refusal> {
     let dir = store.results_dir().join("receipts");
@@ -69,7 +71,8 @@ fn local_receipts(
                 continue;
             };
             let line = r.line();
-            if brought.contains_key(line.trim_end()) || !proto::model::is_40_lower_hex(&r.commit) {
+            let others = brought.get(line.trim_end()).is_some_and(|o| o.host != host);
+            if others || !proto::model::is_40_lower_hex(&r.commit) {
                 skipped += 1;
                 continue;
             }
@@ -108,7 +111,7 @@ pub fn publish(
         .as_deref()
         .and_then(|r| tip_of(&notes::remote_notes_ref(r)));
     let mut warnings = Vec::new();
-    let (mine, mut skipped) = local_receipts(store, &mut warnings)?;
+    let (mine, mut skipped) = local_receipts(store, &req.host, &mut warnings)?;
     let commits: BTreeSet<String> = mine.keys().cloned().collect();
     let present = notes::existing(&root, &commits).map_err(git_err)?;
     let sources: Vec<String> = [local.clone(), remote.clone()]
