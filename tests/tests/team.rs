@@ -418,3 +418,37 @@ fn a_notes_ref_rewritten_to_drop_a_red_is_reported_and_the_red_stays() {
         st.stdout
     );
 }
+
+#[test]
+fn a_notes_commit_that_takes_a_receipt_away_is_reported_too() {
+    let dev_w = World::new();
+    let team = Team::new(&dev_w);
+    let dev = team.clone(&dev_w, "dev");
+    let ci_w = host("ci-linux");
+    let ci = team.clone(&ci_w, "ci");
+    run_and_publish(&ci_w, &ci, false);
+    run_git(&dev, &["fetch", "-q"]);
+    assert!(dev_w.evctl(&dev, &["check"]).stdout.starts_with("red\t"));
+    // A plain, fast-forward notes commit that removes the note (no force needed).
+    let head = run_git(&ci, &["rev-parse", "HEAD"]);
+    run_git(&ci, &["notes", "--ref=evolving-receipts", "remove", &head]);
+    run_git(
+        &ci,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/notes/evolving-receipts:refs/notes/evolving-receipts",
+        ],
+    );
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(r.stdout.starts_with("red\t"), "the red was lost: {r:?}");
+    assert!(
+        r.stderr
+            .contains("refs/evolving/remote-notes/origin/receipts took receipts away")
+            && r.stderr
+                .contains("1 receipt was dropped, e.g. red \"test -f ok.txt\""),
+        "{r:?}"
+    );
+}

@@ -65,10 +65,15 @@ pub struct PublishedReceipt {
     pub origin: ReceiptOrigin,
 }
 
-/// A notes ref that was rewritten rather than extended since it was last read.
+/// A notes ref that was rewritten rather than extended since it was last read, or extended by
+/// a commit that took receipts away.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct NotesRewrite {
+    /// `true`: the new commit descends from the one seen but its notes hold fewer receipts (a
+    /// commit on top that removed some); `false`: it does not descend from it (force-pushed).
+    #[serde(default)]
+    pub extended: bool,
     /// The ref (`refs/notes/evolving-receipts` or a remote's copy).
     pub notes_ref: String,
     /// The commit last read, and the one there now (which does not descend from it).

@@ -367,23 +367,36 @@ fn rewrites(root: &Path, seen: &Seen, tips: &[NotesSource]) -> Vec<NotesRewrite>
         let Some(old) = seen.tips.get(&t.notes_ref) else {
             continue;
         };
-        if *old == t.commit || notes::is_ancestor(root, old, &t.commit) != Some(false) {
+        if *old == t.commit {
             continue;
         }
-        let dropped = match (notes::notes_of(root, old), notes::notes_of(root, &t.commit)) {
-            (Ok((before, _)), Ok((after, _))) => before
-                .iter()
-                .flat_map(|(c, lines)| {
-                    let kept = after.get(c);
-                    lines
-                        .iter()
-                        .filter(move |l| !kept.is_some_and(|a| a.contains(*l)))
-                })
-                .filter_map(|l| published(l, &unknown_origin()))
-                .collect(),
-            _ => Vec::new(),
+        let extended = match notes::is_ancestor(root, old, &t.commit) {
+            Some(true) => true,
+            Some(false) => false,
+            // The commit seen is gone (a gc after a rewrite): nothing to compare with.
+            None => continue,
         };
+        let dropped: Vec<PublishedReceipt> =
+            match (notes::notes_of(root, old), notes::notes_of(root, &t.commit)) {
+                (Ok((before, _)), Ok((after, _))) => before
+                    .iter()
+                    .flat_map(|(c, lines)| {
+                        let kept = after.get(c);
+                        lines
+                            .iter()
+                            .filter(move |l| !kept.is_some_and(|a| a.contains(*l)))
+                    })
+                    .filter_map(|l| published(l, &unknown_origin()))
+                    .collect(),
+                _ => Vec::new(),
+            };
+        // Extending the notes may add lines, never take one away: a commit on top that removes
+        // a receipt is a rewrite too.
+        if extended && dropped.is_empty() {
+            continue;
+        }
         found.push(NotesRewrite {
+            extended,
             notes_ref: t.notes_ref.clone(),
             seen: old.clone(),
             now: t.commit.clone(),
@@ -411,6 +424,14 @@ pub fn rewrite_said(r: &NotesRewrite) -> String {
             )
         }
     };
+    if r.extended {
+        return format!(
+            "warning: {} took receipts away: {} removes what {} seen before held; {dropped}",
+            r.notes_ref,
+            short(&r.now),
+            short(&r.seen)
+        );
+    }
     format!(
         "warning: {} was rewritten, not extended: {} does not descend from {} seen before; {dropped}",
         r.notes_ref,
