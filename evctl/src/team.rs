@@ -142,7 +142,8 @@ fn git_cmd(root: &Path, args: &[&str]) -> Command {
 
 /// Run git: its stdout, or what it said on failure (stderr, else its status).
 fn git_run(root: &Path, args: &[&str], limit: Duration) -> Result<(bool, String, String), String> {
-    let out = child::output_with_input(&mut git_cmd(root, args), Vec::new(), limit)
+    // git's answers here are a line or two; its progress chatter goes to stderr.
+    let out = child::output_with_input(&mut git_cmd(root, args), Vec::new(), limit, 1 << 20)
         .map_err(|e| e.to_string())?;
     Ok((
         out.status.success(),

@@ -452,3 +452,48 @@ fn a_notes_commit_that_takes_a_receipt_away_is_reported_too() {
         "{r:?}"
     );
 }
+
+#[test]
+fn a_fifo_or_a_directory_where_the_import_keeps_its_files_never_hangs_a_check() {
+    let dev_w = World::new();
+    let team = Team::new(&dev_w);
+    let dev = team.clone(&dev_w, "dev");
+    let ci_w = host("ci-linux");
+    let ci = team.clone(&ci_w, "ci");
+    run_and_publish(&ci_w, &ci, false);
+    run_git(&dev, &["fetch", "-q"]);
+    assert!(dev_w.evctl(&dev, &["check"]).stdout.starts_with("red\t"));
+    let imports = dev.join(".evolving/results/imports");
+    // Planted while no evd writes there (the next command starts one, which meets them).
+    dev_w.stop_daemon();
+    // A FIFO for what was read, a directory for who published what.
+    std::fs::remove_file(imports.join("notes-seen.json")).expect("rm");
+    let ok = Command::new("mkfifo")
+        .arg(imports.join("notes-seen.json"))
+        .status()
+        .expect("mkfifo")
+        .success();
+    assert!(ok);
+    std::fs::remove_file(imports.join("notes-origins.jsonl")).expect("rm");
+    std::fs::create_dir(imports.join("notes-origins.jsonl")).expect("mkdir");
+    // The CI goes green; the developer fetches and asks: an answer, never a hang.
+    run_and_publish(&ci_w, &ci, true);
+    run_git(&dev, &["fetch", "-q"]);
+    for args in [&["check"][..], &["receipts", "status"][..]] {
+        let r = dev_w
+            .evctl_within(&dev, args, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("evctl {args:?} hung"));
+        assert!(r.code <= 1, "{r:?}");
+        if args == ["check"] {
+            // The receipts already here still speak (red: the green could not be taken in), and
+            // the check says what it could not write.
+            assert!(r.stdout.starts_with("red\t"), "{r:?}");
+            assert!(
+                r.stderr
+                    .contains("receipts published through git could not be read")
+                    && r.stderr.contains("notes-origins.jsonl"),
+                "{r:?}"
+            );
+        }
+    }
+}

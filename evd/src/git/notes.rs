@@ -25,9 +25,12 @@ pub const REMOTE_NOTES_PREFIX: &str = "refs/evolving/remote-notes/";
 /// The trailer naming the host that published a notes commit.
 pub const HOST_TRAILER: &str = "Ev-Host";
 /// The most notes (annotated commits) one notes tree may hold.
-pub const MAX_NOTES: usize = 1_000_000;
-/// The most bytes the notes of one tree may hold together.
-pub const MAX_NOTES_BYTES: usize = 512 * 1024 * 1024;
+pub const MAX_NOTES: usize = 200_000;
+/// The most bytes the notes of one tree may hold together (10,000 receipts are about 2 MiB):
+/// a hostile remote must not make a daemon that runs for months hold gigabytes.
+pub const MAX_NOTES_BYTES: usize = 64 * 1024 * 1024;
+/// The most bytes one git answer here may be (a tree listing, a history, the blobs).
+const MAX_ANSWER: usize = 2 * MAX_NOTES_BYTES;
 
 /// The ref a fetch from `remote` keeps that remote's notes in.
 pub fn remote_notes_ref(remote: &str) -> String {
@@ -75,9 +78,13 @@ pub fn tips(root: &Path) -> Result<Vec<(String, String)>, String> {
 
 /// Run git about the repository with `input` on stdin; its stdout, or what it said on failure.
 fn run(root: &Path, args: &[&str], input: Vec<u8>) -> Result<Vec<u8>, String> {
-    let out =
-        child::output_with_input(&mut repository_git(root, args), input, child::git_timeout())
-            .map_err(|e| e.to_string())?;
+    let out = child::output_with_input(
+        &mut repository_git(root, args),
+        input,
+        child::git_timeout(),
+        MAX_ANSWER,
+    )
+    .map_err(|e| e.to_string())?;
     if out.status.success() {
         Ok(out.stdout)
     } else {
@@ -402,8 +409,8 @@ pub fn write_commit(root: &Path, c: &NewCommit) -> Result<String, String> {
     let mut cmd = repository_git(root, &["fast-import", "--quiet", "--done"]);
     // fast-import grows its pool in small steps; a bigger first step halves its time here.
     cmd.env("MALLOC_TOP_PAD_", "134217728");
-    let out =
-        child::output_with_input(&mut cmd, s, child::git_timeout()).map_err(|e| e.to_string())?;
+    let out = child::output_with_input(&mut cmd, s, child::git_timeout(), MAX_ANSWER)
+        .map_err(|e| e.to_string())?;
     let made = crate::git::run::git(root, &["rev-parse", "--verify", "-q", &scratch]);
     let _ = run(root, &["update-ref", "-d", &scratch], Vec::new());
     if !out.status.success() {

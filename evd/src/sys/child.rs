@@ -27,12 +27,19 @@ pub enum ChildError {
     Spawn(std::io::Error),
     /// It ran past its limit and was killed. Holds the command line, for messages.
     TimedOut(String),
+    /// It printed more than the caller takes (the command line, the limit in bytes).
+    TooLarge(String, usize),
 }
 
 impl std::fmt::Display for ChildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ChildError::Spawn(e) => write!(f, "cannot run git: {e}"),
+            ChildError::TooLarge(cmd, max) => write!(
+                f,
+                "`{cmd}` answered more than {} MiB and was stopped",
+                max / (1024 * 1024)
+            ),
             ChildError::TimedOut(cmd) => write!(
                 f,
                 "`{cmd}` did not finish within {} s and was stopped",
@@ -114,11 +121,14 @@ pub fn output(cmd: &mut Command, limit: Duration) -> Result<Output, ChildError> 
 
 /// Run `cmd` with `input` on its stdin (written from a thread of its own, so a child that
 /// answers as it reads never deadlocks against us), collecting stdout and stderr, killing it
-/// after `limit`. For git's batch commands (`cat-file --batch`, `fast-import`).
+/// after `limit`, or as soon as it has printed more than `max_out` bytes (an answer that big
+/// is refused whole, never kept: [`ChildError::TooLarge`]). For git's batch commands
+/// (`cat-file --batch`, `fast-import`) and the network ones evctl runs.
 pub fn output_with_input(
     cmd: &mut Command,
     input: Vec<u8>,
     limit: Duration,
+    max_out: usize,
 ) -> Result<Output, ChildError> {
     use std::io::Write;
     let mut child = cmd
@@ -162,7 +172,9 @@ pub fn output_with_input(
         "evd-child-out",
         Box::new(move || {
             let mut buf = Vec::new();
-            let _ = stdout.read_to_end(&mut buf);
+            let cap = u64::try_from(max_out).unwrap_or(u64::MAX).saturating_add(1);
+            let _ = (&mut stdout).take(cap).read_to_end(&mut buf);
+            // Past the cap: the answer is refused; stop reading (the child is killed below).
             let _ = tx.send(buf);
         }),
     )?;
@@ -173,6 +185,11 @@ pub fn output_with_input(
         child.wait()
     };
     match rx.recv_timeout(limit) {
+        Ok(stdout) if stdout.len() > max_out => {
+            let _ = child.kill();
+            let _ = finish(&mut child);
+            Err(ChildError::TooLarge(describe(cmd), max_out))
+        }
         Ok(stdout) => {
             let stderr = erx.recv_timeout(limit).unwrap_or_default();
             let status = finish(&mut child).map_err(ChildError::Spawn)?;
@@ -214,6 +231,20 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(take_timeouts(), vec!["sleep 30".to_string()]);
         assert!(take_timeouts().is_empty());
+    }
+
+    #[test]
+    fn a_child_that_says_too_much_is_stopped_and_its_answer_refused() {
+        let mut c = Command::new("sh");
+        c.args(["-c", "head -c 100000 /dev/zero; sleep 30"]);
+        let started = std::time::Instant::now();
+        let r = output_with_input(&mut c, Vec::new(), Duration::from_secs(20), 1000);
+        assert!(matches!(r, Err(ChildError::TooLarge(_, 1000))), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let mut c = Command::new("cat");
+        let out =
+            output_with_input(&mut c, b"fed".to_vec(), Duration::from_secs(5), 1000).expect("ran");
+        assert_eq!(out.stdout, b"fed");
     }
 
     #[test]
