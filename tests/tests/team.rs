@@ -217,9 +217,19 @@ fn a_ci_red_reaches_a_developer_with_a_plain_fetch_and_no_command() {
         == Some("red")));
     let r = dev_w.evctl(&dev, &["check"]);
     assert!(r.stdout.starts_with("red\t"), "{r:?}");
+    // check says on stderr where the run came from; its rows stay upstream's.
+    assert!(
+        r.stderr.contains(&format!(
+            "note: red {}: its last run (red on linux-ci at ",
+            team.id
+        )) && r
+            .stderr
+            .contains("was published by ci-linux (ci@example.invalid) in notes commit "),
+        "{r:?}"
+    );
     // Upstream ev on this clone reads the same receipt (it is in results/receipts/).
     let theirs = dev_w.ev(&dev, &["check"]);
-    assert!(theirs.stdout.starts_with("red\t"), "{theirs:?}");
+    assert_eq!(theirs.stdout, r.stdout, "{theirs:?}");
     // Imported once, however often fetched and checked.
     run_git(&dev, &["fetch", "-q"]);
     dev_w.evctl(&dev, &["check"]);

@@ -63,6 +63,8 @@ pub fn check(store: &mut OpenStore, req: &CheckRequest) -> Result<CheckResult, R
         store.journal_check(pending);
     });
     let evidence = crate::ledger::evidence::drifted_rows(&mut store.store, &mut store.evidence)?;
+    let mut warnings = warnings;
+    warnings.extend(crate::verbs::receipts::import::origin_notes(store, &eval));
     let mut out = answer(&eval, req, policy, reference, warnings);
     out.gating |= evidence.iter().any(|r| r.gating);
     out.evidence = evidence;

@@ -526,6 +526,72 @@ fn import(store: &mut OpenStore, stamp: Option<String>) -> Result<(Seen, Vec<War
     Ok((seen, warnings))
 }
 
+/// At most this many notes on where gating verdicts' runs came from, per check.
+const ORIGIN_NOTES: usize = 8;
+
+/// For each gating verdict whose latest run came through git: a note saying who published it
+/// (said on stderr by `check`, after which the rows stay upstream's byte for byte). Nothing when
+/// no receipt ever came through git.
+pub fn origin_notes(store: &mut OpenStore, eval: &crate::memo::check::Evaluation) -> Vec<Warning> {
+    let Some(origins) = origins_cached(store) else {
+        return Vec::new();
+    };
+    let short = |s: &str| s.get(..12).unwrap_or(s).to_string();
+    let mut notes = Vec::new();
+    let mut more = 0;
+    for part in &eval.parts {
+        let Some(tests) = &part.tests else {
+            continue;
+        };
+        for row in tests.rows.iter().filter(|r| r.gating) {
+            let Some(crate::engine::packed::CheckRef::Test { reference, .. }) =
+                part.tick.grounds().nth(row.ground_index).map(|g| g.check)
+            else {
+                continue;
+            };
+            let receipts = store.receipts.get(reference);
+            let Some(r) = crate::engine::verdict::latest(receipts.iter()) else {
+                continue;
+            };
+            let Some(o) = origins.get(r.line().trim_end()) else {
+                continue;
+            };
+            if notes.len() == ORIGIN_NOTES {
+                more += 1;
+                continue;
+            }
+            notes.push(Warning {
+                kind: "receipt_origin".into(),
+                message: format!(
+                    "note: {} {}: its last run ({} on {} at {}) was published by {}{} in notes commit {}",
+                    row.label,
+                    part.tick.id(),
+                    r.result.as_str(),
+                    r.platform,
+                    short(&r.commit),
+                    o.host,
+                    if o.by.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", o.by)
+                    },
+                    short(&o.notes_commit)
+                ),
+            });
+        }
+    }
+    if more > 0 {
+        notes.push(Warning {
+            kind: "receipt_origin".into(),
+            message: format!(
+                "note: … and {more} more gating verdict{} rest on runs published through git (evctl receipts status)",
+                if more == 1 { "" } else { "s" }
+            ),
+        });
+    }
+    notes
+}
+
 /// `ev.receipts.status`.
 pub fn status(store: &mut OpenStore) -> Result<proto::rpc::ReceiptsStatus, proto::rpc::Refusal> {
     store.require()?;

@@ -94,7 +94,13 @@ pub fn publish(
         )
     })?;
     if let Some(r) = &req.remote {
-        if r.is_empty() || r.contains(['/', '\0', '\n']) || r.starts_with('-') || r.len() > 200 {
+        if r.is_empty()
+            || r.contains(['\0', '\n', ' ', ':', '*', '?', '[', '\\', '^', '~'])
+            || r.contains("..")
+            || r.starts_with(['-', '/'])
+            || r.ends_with('/')
+            || r.len() > 200
+        {
             return Err(Refusal::refused(
                 "remote",
                 format!("{} is not a remote name", q(r)),
