@@ -2,9 +2,11 @@
 //! gets its own evd), real git repositories, and upstream `ev` 0.1.32 as the oracle.
 
 use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 pub use tempfile::TempDir;
@@ -672,6 +674,82 @@ pub fn idle_websocket(sock: &Path) -> Option<std::os::unix::net::UnixStream> {
     String::from_utf8_lossy(&buf[..n])
         .starts_with("HTTP/1.1 101")
         .then_some(s)
+}
+
+/// A running `evctl watch --json` in a store, its lines read by a thread of its own.
+pub struct Watch {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Watch {
+    pub fn start(w: &World, dir: &Path) -> Watch {
+        let mut child = w
+            .command(bin("evctl"))
+            .current_dir(dir)
+            .args(["watch", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("evctl watch");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watch { child, lines }
+    }
+
+    /// The next pushed change whose new label is `label` (bounded wait).
+    pub fn expect(&self, label: &str) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+                if v["kind"] == "changed" && v["new"] == label {
+                    return v;
+                }
+            }
+        }
+        panic!("no pushed change to {label}");
+    }
+
+    /// Every pushed change until one of each of `wanted` was seen (bounded wait): the first
+    /// change each predicate accepts, in the order of `wanted`.
+    pub fn expect_all(
+        &self,
+        wanted: &[&dyn Fn(&serde_json::Value) -> bool],
+    ) -> Vec<serde_json::Value> {
+        let mut found: Vec<Option<serde_json::Value>> = vec![None; wanted.len()];
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while found.iter().any(Option::is_none) && std::time::Instant::now() < deadline {
+            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+                if v["kind"] != "changed" {
+                    continue;
+                }
+                if let Some(i) = (0..wanted.len()).find(|&i| found[i].is_none() && wanted[i](&v)) {
+                    found[i] = Some(v);
+                }
+            }
+        }
+        found
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| v.unwrap_or_else(|| panic!("no pushed change matched wanted[{i}]")))
+            .collect()
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 #[cfg(test)]

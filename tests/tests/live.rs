@@ -2,12 +2,10 @@
 //! trigger, reaches the state file and `evctl watch` without any further command, and a
 //! restarted daemon gives the same verdicts.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::Duration;
 
-use evd_e2e::{bin, wait_until, Repo, World};
+use evd_e2e::{wait_until, Repo, Watch, World};
 
 fn git(repo: &Repo, args: &[&str]) {
     let ok = std::process::Command::new("git")
@@ -149,78 +147,6 @@ fn set_config(repo: &Repo, from: &str, to: &str) {
     std::fs::write(&config, text.replace(from, to)).expect("config");
 }
 
-struct Watch {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Watch {
-    fn start(w: &World, repo: &Repo) -> Watch {
-        let mut child = w
-            .command(bin("evctl"))
-            .current_dir(repo.path())
-            .args(["watch", "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("evctl watch");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Watch { child, lines }
-    }
-
-    /// The next pushed change whose new label is `label` (bounded wait).
-    fn expect(&self, label: &str) -> serde_json::Value {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
-                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-                if v["kind"] == "changed" && v["new"] == label {
-                    return v;
-                }
-            }
-        }
-        panic!("no pushed change to {label}");
-    }
-
-    /// Every pushed change until one of each of `wanted` was seen (bounded wait): the first
-    /// change each predicate accepts, in the order of `wanted`.
-    fn expect_all(&self, wanted: &[&dyn Fn(&serde_json::Value) -> bool]) -> Vec<serde_json::Value> {
-        let mut found: Vec<Option<serde_json::Value>> = vec![None; wanted.len()];
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while found.iter().any(Option::is_none) && std::time::Instant::now() < deadline {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(100)) {
-                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-                if v["kind"] != "changed" {
-                    continue;
-                }
-                if let Some(i) = (0..wanted.len()).find(|&i| found[i].is_none() && wanted[i](&v)) {
-                    found[i] = Some(v);
-                }
-            }
-        }
-        found
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| v.unwrap_or_else(|| panic!("no pushed change matched wanted[{i}]")))
-            .collect()
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_a_command() {
     let w = World::new();
@@ -229,7 +155,7 @@ fn a_receipt_from_another_process_and_a_triggering_commit_flip_verdicts_without_
     assert!(r.stdout.starts_with("not-run\t"), "{r:?}");
     assert_eq!(state_verdict(&repo, &id).as_deref(), Some("not-run"));
 
-    let watch = Watch::start(&w, &repo);
+    let watch = Watch::start(&w, repo.path());
     // The subscription is live once the daemon answers a request after it.
     assert!(wait_until(Duration::from_secs(5), || w
         .daemon_pid()
@@ -287,7 +213,7 @@ fn a_superseded_decision_leaves_the_watch_and_its_successor_enters() {
         .ok()
         .stdout
         .starts_with("green\t"));
-    let watch = Watch::start(&w, &repo);
+    let watch = Watch::start(&w, repo.path());
     std::thread::sleep(Duration::from_millis(300));
     let r = w
         .evctl(
@@ -523,7 +449,7 @@ fn a_saved_edit_to_a_guarded_file_reads_dirty_without_a_command() {
     append_receipt(&repo, &repo.head());
     let r = w.evctl(repo.path(), &["check"]).ok();
     assert!(r.stdout.starts_with("green\t"), "{r:?}");
-    let watch = Watch::start(&w, &repo);
+    let watch = Watch::start(&w, repo.path());
     std::thread::sleep(Duration::from_millis(300));
 
     // As an editor saves: a new file renamed over the old one.
@@ -676,7 +602,7 @@ fn dirty_follows_directory_and_glob_triggers_live() {
     }
     let r = w.evctl(repo.path(), &["check"]).ok();
     assert_eq!(r.stdout.matches("green\t").count(), 2, "{r:?}");
-    let watch = Watch::start(&w, &repo);
+    let watch = Watch::start(&w, repo.path());
     std::thread::sleep(Duration::from_millis(300));
     let verdict_of = |id: &str| state_verdict(&repo, id);
 
@@ -809,7 +735,7 @@ fn an_edit_to_cited_evidence_reaches_the_state_file_and_the_watch_without_a_comm
     )];
     assert_eq!(state_evidence(&repo, &id), holds);
 
-    let watch = Watch::start(&w, &repo);
+    let watch = Watch::start(&w, repo.path());
     // A subscriber is only told what changes after it subscribed.
     std::thread::sleep(Duration::from_millis(300));
     // Neighbours of the cited file, and the cited file outside its span, change nothing.

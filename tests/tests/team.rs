@@ -5,13 +5,11 @@
 //! nothing; a publisher the store does not trust never turns a verdict; a notes ref rewritten
 //! to drop a red receipt is reported and the red stays.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
-use evd_e2e::{bin, wait_until, World};
+use evd_e2e::{wait_until, Watch, World};
 
 fn run_git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -132,55 +130,6 @@ fn state_verdict(dir: &Path, id: &str) -> Option<String> {
     v["grounds"][0]["verdict"].as_str().map(str::to_string)
 }
 
-struct Watch {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Watch {
-    fn start(w: &World, dir: &Path) -> Watch {
-        let mut child = w
-            .command(bin("evctl"))
-            .current_dir(dir)
-            .args(["watch", "--json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("evctl watch");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Watch { child, lines }
-    }
-
-    /// How long until a pushed change to `label` (at most 10 s).
-    fn expect(&self, label: &str) -> Duration {
-        let started = std::time::Instant::now();
-        while started.elapsed() < Duration::from_secs(10) {
-            if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(50)) {
-                let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-                if v["kind"] == "changed" && v["new"] == label {
-                    return started.elapsed();
-                }
-            }
-        }
-        panic!("no pushed change to {label}");
-    }
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn a_ci_red_reaches_a_developer_with_a_plain_fetch_and_no_command() {
     let dev_w = World::new();
@@ -208,7 +157,9 @@ fn a_ci_red_reaches_a_developer_with_a_plain_fetch_and_no_command() {
 
     // The developer fetches; nothing else is asked of evd.
     run_git(&dev, &["fetch", "-q"]);
-    let took = watch.expect("red");
+    let fetched = std::time::Instant::now();
+    watch.expect("red");
+    let took = fetched.elapsed();
     assert!(took < Duration::from_secs(5), "{took:?}");
     assert!(wait_until(Duration::from_secs(5), || state_verdict(
         &dev, &team.id

@@ -17,4 +17,6 @@ pub mod notes;
 pub mod ranges;
 pub mod run;
 pub mod staged;
+#[cfg(test)]
+mod test_git;
 pub mod worktree;

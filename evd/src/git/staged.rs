@@ -295,23 +295,8 @@ pub fn staged(index: &Path, tree: &HeadTree) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
-    fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(args)
-            .env("GIT_AUTHOR_NAME", "T")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "T")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_INDEX_FILE")
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        out.stdout
-    }
+    use crate::git::test_git::{command, git_raw as git};
 
     fn head(dir: &Path) -> HeadTree {
         let sha = String::from_utf8(git(dir, &["rev-parse", "HEAD"])).unwrap();
@@ -404,17 +389,9 @@ mod tests {
         git(d, &["checkout", "-q", "main"]);
         write(d, "a.txt", "main");
         git(d, &["commit", "-qam", "main"]);
-        // Same identity as every other git call here: without one (CI runs with no global
+        // With the identity every git call here has: without one (CI runs with no global
         // config) git refuses the merge before it ever conflicts.
-        let merge = Command::new("git")
-            .current_dir(d)
-            .args(["merge", "-q", "side"])
-            .env("GIT_AUTHOR_NAME", "T")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "T")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .output()
-            .unwrap();
+        let merge = command(d, &["merge", "-q", "side"]).output().unwrap();
         assert!(!merge.status.success(), "the merge conflicts");
         let said = String::from_utf8_lossy(&merge.stdout);
         assert!(said.contains("CONFLICT"), "git merge: {merge:?}");
