@@ -443,6 +443,23 @@ pub fn rewrite_said(r: &NotesRewrite) -> String {
 fn import(store: &mut OpenStore, stamp: Option<String>) -> Result<(Seen, Vec<Warning>), String> {
     let root = store.root().to_path_buf();
     let mut seen = load_seen(store).unwrap_or_default();
+    // The refs' files moved (or are moving) but not their commits, the trust or what waits:
+    // nothing to take in (the stamp alone is brought up to date).
+    let tips: std::collections::BTreeMap<String, String> =
+        notes::tips(&root)?.into_iter().collect();
+    let trust = format!("{:?}", store.config().trust);
+    if seen.tips == tips && seen.trust == trust && !tips.is_empty() {
+        let head = head_of(store, &root);
+        if seen.waiting == 0 || seen.head == head {
+            if let Some(stamp) = stamp {
+                if seen.stamp != stamp {
+                    seen.stamp = stamp;
+                    save_seen(store, &seen)?;
+                }
+            }
+            return Ok((seen, Vec::new()));
+        }
+    }
     let mut warnings = Vec::new();
     let s = survey(store, &mut seen)?;
     let found = rewrites(&root, &seen, &s.sources);
