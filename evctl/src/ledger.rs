@@ -58,7 +58,28 @@ pub enum LedgerAction {
     /// Exit 1 on the first line that breaks a rule, named with the rule; the fault is also
     /// reported as a `ledger_validation_error` event appended to the ledger (history itself
     /// is never changed). There is no lenient mode.
-    Verify,
+    ///
+    /// --all-hosts also verifies every other host's ledger a `git fetch` brought (see `ledger
+    /// publish`): each must extend, byte for byte, the copy last accepted from that host, and
+    /// keep every rule. A rewritten or broken one is refused, naming the host and the first
+    /// line at fault (exit 1); the last good copy is kept.
+    #[command(verbatim_doc_comment)]
+    Verify {
+        /// Every host's ledger a fetch brought, too.
+        #[arg(long)]
+        all_hosts: bool,
+    },
+    /// Publish this host's ledger to a remote as refs/evolving/ledger/<host>, never forced.
+    ///
+    /// Each host publishes to a ref of its own (host id: EV_HOST_ID, else this machine's name),
+    /// so there is nothing to merge; other clones set up with `evctl remote setup` fetch every
+    /// host's with `git fetch`, and `evctl ledger verify --all-hosts` checks them. A published
+    /// ledger is only ever extended.
+    Publish {
+        /// The remote (default: the current branch's remote, else `origin`, else the only one).
+        #[arg(long, value_name = "REMOTE")]
+        remote: Option<String>,
+    },
     /// Replay the ledger: verify it, then fold what every check rested on (the receipts, the
     /// current ticks, read from the store by id, git's answers, the clock it read) through the
     /// verdict engine, and compare each `check_run`'s fingerprint with the one recorded.
@@ -80,7 +101,14 @@ pub enum LedgerAction {
 pub async fn run(s: &mut Session, action: LedgerAction) -> Out {
     match action {
         LedgerAction::Append { file } => append(s, file).await,
-        LedgerAction::Verify => verify(s).await,
+        LedgerAction::Verify { all_hosts } => {
+            let mut out = verify(s).await;
+            if all_hosts {
+                hosts(s, &mut out).await;
+            }
+            out
+        }
+        LedgerAction::Publish { remote } => publish(s, remote).await,
         LedgerAction::Replay => replay(s).await,
         LedgerAction::Repair => repair(s).await,
         LedgerAction::Query { name, last } => query(s, name, last).await,
@@ -372,4 +400,112 @@ async fn query(s: &mut Session, name: String, last: usize) -> Out {
         }
         out
     })
+}
+
+/// `ledger verify --all-hosts`: every other host's fetched ledger, after this host's own.
+async fn hosts(s: &mut Session, out: &mut Out) {
+    let ctx = s.context(true, Needs::default());
+    let req = StoreRequest {
+        context: ctx.clone(),
+    };
+    let r = s
+        .write(rpc!(req, ledger_hosts), || {
+            local_write(&ctx, evd::api::ledger_hosts)
+        })
+        .await;
+    let v = match r {
+        Ok(v) => v,
+        Err(e) => {
+            let refused = render::refusal(&e, s.json);
+            out.code = out.code.max(refused.code);
+            out.parts.extend(refused.parts);
+            return;
+        }
+    };
+    if s.json {
+        out.json(&v);
+    }
+    for h in &v.hosts {
+        if h.state != "ok" {
+            out.code = 1;
+        }
+        if s.json {
+            continue;
+        }
+        if h.state == "ok" {
+            out.line(format!(
+                "host {} ok: {} events (from {})",
+                h.host, h.events, h.remote
+            ));
+        } else {
+            out.err(format!("evctl: {} (from {})", h.message, h.remote));
+        }
+    }
+    if v.hosts.is_empty() && !s.json {
+        out.line("no other host's ledger fetched yet (`evctl remote setup`, then `git fetch`)");
+    }
+}
+
+/// `ledger publish`: write the host's ref through evd, then push it (never forced).
+async fn publish(s: &mut Session, remote: Option<String>) -> Out {
+    let json = s.json;
+    let root = s.root(true);
+    let remote = match remote.map_or_else(|| crate::team::default_remote(&root), Ok) {
+        Ok(r) => r,
+        Err(e) => return render::refusal(&Refusal::refused("remote", e), json),
+    };
+    let host = match evd::api::shared::users::host_id() {
+        Ok((h, _)) => h,
+        Err(e) => return render::refusal(&Refusal::refused("host_id", e), json),
+    };
+    let by = crate::context::git(&root, &["config", "user.email"]).unwrap_or_default();
+    let ctx = s.context(true, Needs::default());
+    let req = proto::rpc::LedgerPublishRequest {
+        context: ctx.clone(),
+        host: host.clone(),
+        by,
+    };
+    let r = s
+        .write(rpc!(req, ledger_publish), || {
+            local_write(&ctx, |st| evd::api::ledger_publish(st, &req))
+        })
+        .await;
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => return render::refusal(&e, json),
+    };
+    let spec = format!("{0}:{0}", r.ledger_ref);
+    match crate::team::git_run(
+        &root,
+        &["push", "--porcelain", "--no-verify", &remote, &spec],
+        crate::team::network_timeout(),
+    ) {
+        Ok((true, _, _)) => {}
+        Ok((false, pushed, err)) => {
+            let said = pushed
+                .lines()
+                .find(|l| l.starts_with('!'))
+                .map_or(err, |l| l.trim().to_string());
+            return render::refusal(
+                &Refusal::io(format!(
+                    "git push {remote} {} was refused: {said} (a host's published ledger is only ever extended: is another machine publishing as {host}?)",
+                    r.ledger_ref
+                )),
+                json,
+            );
+        }
+        Err(e) => return render::refusal(&Refusal::io(e), json),
+    }
+    let mut out = Out::default();
+    if json {
+        out.json(&r);
+    } else {
+        out.line(format!(
+            "published the ledger of {host} ({} events) to {remote}: {} is at {}",
+            r.events,
+            r.ledger_ref,
+            r.commit.get(..12).unwrap_or(&r.commit)
+        ));
+    }
+    out
 }

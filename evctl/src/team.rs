@@ -32,6 +32,11 @@ fn remote_notes_ref(remote: &str) -> String {
 fn fetch_refspec(remote: &str) -> String {
     format!("+{NOTES_REF}:{}", remote_notes_ref(remote))
 }
+/// The same as a pattern, for the remote's configuration: a plain `git fetch` of a remote that
+/// holds no notes yet matches nothing instead of failing ("couldn't find remote ref").
+fn configured_refspec(remote: &str) -> String {
+    format!("+{NOTES_REF}*:{}*", remote_notes_ref(remote))
+}
 
 /// How many times a rejected push is fetched, joined and tried again.
 const ATTEMPTS: u32 = 10;
@@ -91,11 +96,12 @@ pub enum ReceiptsAction {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum RemoteAction {
-    /// Make `git fetch` bring a remote's published receipts (refs/notes/evolving-receipts).
+    /// Make `git fetch` bring a remote's published receipts and every host's ledger.
     ///
-    /// Adds the fetch refspec
-    ///   +refs/notes/evolving-receipts:refs/evolving/remote-notes/<remote>/receipts
-    /// to the remote's configuration, once. `evctl setup` does this for every remote.
+    /// Adds the fetch refspecs
+    ///   +refs/notes/evolving-receipts*:refs/evolving/remote-notes/<remote>/receipts*
+    ///   +refs/evolving/ledger/*:refs/evolving/remotes/<remote>/ledger/*
+    /// to the remote's configuration, once each. `evctl setup` does this for every remote.
     #[command(verbatim_doc_comment)]
     Setup {
         /// The remote (default: every remote).
@@ -120,7 +126,7 @@ pub async fn receipts(s: &mut Session, action: ReceiptsAction) -> Out {
 }
 
 /// How long one fetch or push may take.
-fn network_timeout() -> Duration {
+pub fn network_timeout() -> Duration {
     std::env::var("EVCTL_GIT_NETWORK_TIMEOUT_MS")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -141,7 +147,11 @@ fn git_cmd(root: &Path, args: &[&str]) -> Command {
 }
 
 /// Run git: its stdout, or what it said on failure (stderr, else its status).
-fn git_run(root: &Path, args: &[&str], limit: Duration) -> Result<(bool, String, String), String> {
+pub fn git_run(
+    root: &Path,
+    args: &[&str],
+    limit: Duration,
+) -> Result<(bool, String, String), String> {
     // git's answers here are a line or two; its progress chatter goes to stderr.
     let out = child::output_with_input(&mut git_cmd(root, args), Vec::new(), limit, 1 << 20)
         .map_err(|e| e.to_string())?;
@@ -159,7 +169,7 @@ fn remotes(root: &Path) -> Vec<String> {
 }
 
 /// The remote to publish to: the current branch's, else `origin`, else the only one.
-fn default_remote(root: &Path) -> Result<String, String> {
+pub fn default_remote(root: &Path) -> Result<String, String> {
     let all = remotes(root);
     if let Some(branch) = crate::context::git(root, &["symbolic-ref", "--short", "-q", "HEAD"]) {
         if let Some(r) = crate::context::git(root, &["config", &format!("branch.{branch}.remote")])
@@ -500,24 +510,32 @@ async fn trust(s: &mut Session, host: String, trust: bool) -> Out {
     })
 }
 
-/// Add the notes fetch refspec to `remote` unless it is there; whether it was added.
+/// The refspec that brings every host's published ledger.
+fn ledger_refspec(remote: &str) -> String {
+    format!("+refs/evolving/ledger/*:refs/evolving/remotes/{remote}/ledger/*")
+}
+
+/// Add the notes and ledgers fetch refspecs to `remote` unless they are there; whether one was
+/// added.
 pub fn setup_remote(root: &Path, remote: &str) -> Result<bool, String> {
     let key = format!("remote.{remote}.fetch");
-    let spec = fetch_refspec(remote);
     let have = crate::context::git(root, &["config", "--get-all", &key]).unwrap_or_default();
-    if have.lines().any(|l| l.trim() == spec) {
-        return Ok(false);
+    let mut added = false;
+    for spec in [configured_refspec(remote), ledger_refspec(remote)] {
+        if have.lines().any(|l| l.trim() == spec) {
+            continue;
+        }
+        let (ok, _, err) = git_run(
+            root,
+            &["config", "--add", &key, &spec],
+            child::git_timeout(),
+        )?;
+        if !ok {
+            return Err(format!("git config --add {key}: {err}"));
+        }
+        added = true;
     }
-    let (ok, _, err) = git_run(
-        root,
-        &["config", "--add", &key, &spec],
-        child::git_timeout(),
-    )?;
-    if ok {
-        Ok(true)
-    } else {
-        Err(format!("git config --add {key}: {err}"))
-    }
+    Ok(added)
 }
 
 pub fn remote(s: &Session, action: RemoteAction) -> Out {
@@ -548,15 +566,16 @@ pub fn remote(s: &Session, action: RemoteAction) -> Out {
                 if !s.json {
                     out.line(if added {
                         format!(
-                            "{r}: `git fetch` now brings its published receipts ({})",
-                            fetch_refspec(&r)
+                            "{r}: `git fetch` now brings its published receipts ({}) and every host's ledger ({})",
+                            configured_refspec(&r),
+                            ledger_refspec(&r)
                         )
                     } else {
                         format!("{r}: already set up")
                     });
                 }
                 done.push(
-                    serde_json::json!({"remote": r, "added": added, "refspec": fetch_refspec(&r)}),
+                    serde_json::json!({"remote": r, "added": added, "refspecs": [configured_refspec(&r), ledger_refspec(&r)]}),
                 );
             }
             Err(e) => return render::refusal(&Refusal::io(e), s.json),

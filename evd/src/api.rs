@@ -234,6 +234,19 @@ pub fn ledger_append(
     verbs::ledger::append(s, req)
 }
 
+/// `ev.ledger.publish`.
+pub fn ledger_publish(
+    s: &mut OpenStore,
+    req: &proto::rpc::LedgerPublishRequest,
+) -> Result<proto::rpc::LedgerPublishResult, Refusal> {
+    verbs::ledger_share::publish(s, req)
+}
+
+/// `ev.ledger.hosts`.
+pub fn ledger_hosts(s: &mut OpenStore) -> Result<proto::rpc::HostsLedgers, Refusal> {
+    verbs::ledger_share::hosts(s)
+}
+
 /// `ev.ledger.verify`.
 pub fn ledger_verify(
     s: &mut OpenStore,

@@ -458,3 +458,96 @@ fn a_fifo_or_a_directory_where_the_import_keeps_its_files_never_hangs_a_check() 
         }
     }
 }
+
+#[test]
+fn each_hosts_ledger_is_shared_append_only_and_a_rewrite_is_refused_naming_its_line() {
+    let seed_w = World::new();
+    let team = Team::new(&seed_w);
+    // Two hosts, each with a ledger of its own (evd journals each check it runs).
+    let a_w = host("host-a");
+    let a = team.clone(&a_w, "a");
+    let b_w = host("host-b");
+    let b = team.clone(&b_w, "b");
+    for (w, dir) in [(&a_w, &a), (&b_w, &b)] {
+        w.evctl(dir, &["check"]);
+        w.evctl(dir, &["check", "--run", "--platform", "linux-ci"]);
+        let r = w.evctl(dir, &["ledger", "publish"]).ok();
+        assert!(
+            r.stdout.starts_with("published the ledger of host-"),
+            "{r:?}"
+        );
+    }
+    // A third clone fetches both and verifies them.
+    let dev_w = World::new();
+    let dev = team.clone(&dev_w, "dev");
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["ledger", "verify", "--all-hosts"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("host host-a ok: ") && r.stdout.contains("host host-b ok: "),
+        "{r:?}"
+    );
+    // host-a goes on and publishes more: accepted as an extension.
+    a_w.evctl(&a, &["check"]);
+    a_w.evctl(&a, &["ledger", "publish"]).ok();
+    run_git(&dev, &["fetch", "-q"]);
+    assert_eq!(
+        dev_w.evctl(&dev, &["ledger", "verify", "--all-hosts"]).code,
+        0
+    );
+    // Someone force-pushes a rewritten history for host-b: its second line changed.
+    let b_ref = "refs/evolving/ledger/host-b";
+    let original = run_git(&b, &["show", &format!("{b_ref}:events.jsonl")]);
+    let mut lines: Vec<String> = original.lines().map(str::to_string).collect();
+    assert!(lines.len() >= 2, "{original}");
+    lines[1] = lines[1].replacen("\"seq\":2", "\"seq\":2,\"forged\":true", 1);
+    let forged = b.join("forged.jsonl");
+    std::fs::write(&forged, format!("{}\n", lines.join("\n"))).expect("write");
+    let blob = run_git(&b, &["hash-object", "-w", "forged.jsonl"]);
+    let tree_input = format!("100644 blob {blob}\tevents.jsonl\n");
+    let tree = {
+        let mut c = Command::new("git")
+            .current_dir(&b)
+            .arg("mktree")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("mktree");
+        use std::io::Write;
+        c.stdin
+            .take()
+            .expect("stdin")
+            .write_all(tree_input.as_bytes())
+            .expect("write");
+        let out = c.wait_with_output().expect("mktree");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let commit = run_git(&b, &["commit-tree", &tree, "-m", "forged"]);
+    run_git(
+        &b,
+        &[
+            "push",
+            "-q",
+            "--force",
+            "origin",
+            &format!("{commit}:{b_ref}"),
+        ],
+    );
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["ledger", "verify", "--all-hosts"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("host host-b's ledger was rewritten: from line 2 it does not extend the copy accepted before"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("host host-a ok: "), "{r:?}");
+    // The last good copy is kept.
+    let kept = run_git(
+        &dev,
+        &[
+            "show",
+            "refs/evolving/seen/origin/ledger/host-b:events.jsonl",
+        ],
+    );
+    assert_eq!(kept, original);
+}

@@ -599,6 +599,25 @@ impl EvApiServer for Rpc {
         .await
     }
 
+    async fn ledger_publish(
+        &self,
+        req: proto::rpc::LedgerPublishRequest,
+    ) -> RpcResult<proto::rpc::LedgerPublishResult> {
+        let ctx = req.context.clone();
+        on_store_write(&self.0, "ev.ledger.publish", &ctx, None, move |s| {
+            api::ledger_publish(s, &req)
+        })
+        .await
+    }
+
+    async fn ledger_hosts(&self, req: StoreRequest) -> RpcResult<proto::rpc::HostsLedgers> {
+        let ctx = req.context.clone();
+        on_store_write(&self.0, "ev.ledger.hosts", &ctx, None, move |s| {
+            api::ledger_hosts(s)
+        })
+        .await
+    }
+
     async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<proto::rpc::LedgerVerifyResult> {
         let ctx = req.context.clone();
         on_store(&self.0, "ev.ledger.verify", &ctx, move |s| {

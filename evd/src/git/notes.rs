@@ -38,9 +38,11 @@ pub fn remote_notes_ref(remote: &str) -> String {
 }
 
 /// The refspec that brings `remote`'s notes with every `git fetch` (forced: the remote's copy
-/// is only ever read, and a rewrite there is found by comparing with what was seen before).
+/// is only ever read, and a rewrite there is found by comparing with what was seen before). A
+/// pattern, so that a fetch from a remote that holds no notes yet matches nothing rather than
+/// failing.
 pub fn fetch_refspec(remote: &str) -> String {
-    format!("+{NOTES_REF}:{}", remote_notes_ref(remote))
+    format!("+{NOTES_REF}*:{}*", remote_notes_ref(remote))
 }
 
 fn is_hex40(s: &str) -> bool {

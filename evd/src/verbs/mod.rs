@@ -15,6 +15,7 @@ pub mod guard;
 pub mod guards;
 pub mod init;
 pub mod ledger;
+pub mod ledger_share;
 pub mod list;
 pub mod log;
 pub mod migrate;

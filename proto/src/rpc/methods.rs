@@ -17,7 +17,8 @@ use super::migrate::{
 };
 use super::recall::{BriefRequest, BriefResult, ReopenResult, WhyRequest, WhyResult};
 use super::team::{
-    PublishReceiptsRequest, PublishReceiptsResult, ReceiptsStatus, TrustRequest, TrustResult,
+    HostsLedgers, LedgerPublishRequest, LedgerPublishResult, PublishReceiptsRequest,
+    PublishReceiptsResult, ReceiptsStatus, TrustRequest, TrustResult,
 };
 use super::verbs::{
     DecideRequest, DecideResult, DoctorRequest, DoctorResult, IdRequest, InitResult, ListRequest,
@@ -164,6 +165,14 @@ pub trait EvApi {
     /// appending a `ledger_validation_error` event, never by changing a line.
     #[method(name = "ledger.verify")]
     async fn ledger_verify(&self, req: StoreRequest) -> RpcResult<LedgerVerifyResult>;
+
+    /// This host's ledger as `refs/evolving/ledger/<host>`, for the caller to push.
+    #[method(name = "ledger.publish")]
+    async fn ledger_publish(&self, req: LedgerPublishRequest) -> RpcResult<LedgerPublishResult>;
+
+    /// Every other host's fetched ledger, judged against the copy last accepted and verified.
+    #[method(name = "ledger.hosts")]
+    async fn ledger_hosts(&self, req: StoreRequest) -> RpcResult<HostsLedgers>;
 
     /// Make the ledger appendable again after a torn last line (moved aside under `runs/`) or
     /// lines removed from its end (their seqs declared skipped); each repair is journaled as a

@@ -132,3 +132,53 @@ pub struct TrustResult {
     pub trusted: Option<Vec<String>>,
     pub changed: bool,
 }
+
+/// `ev.ledger.publish`: this host's event ledger as `refs/evolving/ledger/<host>` (a commit
+/// whose tree holds `events.jsonl`, a child of the last one published), for the caller to push.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerPublishRequest {
+    pub context: Context,
+    /// The publishing host's id, as for receipts.
+    pub host: String,
+    /// Who publishes (an email address), for the commit's author.
+    pub by: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerPublishResult {
+    pub ledger_ref: String,
+    pub commit: String,
+    /// Events in the published ledger.
+    pub events: u64,
+    /// The ref already held exactly this ledger.
+    pub unchanged: bool,
+}
+
+/// `ev.ledger.hosts`: every other host's ledger a fetch brought, judged against the copy last
+/// accepted from it and verified; accepted copies become the ones later fetches are judged by.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HostsLedgers {
+    pub hosts: Vec<HostLedger>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HostLedger {
+    pub remote: String,
+    pub host: String,
+    /// The fetched copy's commit.
+    pub commit: String,
+    /// Events in the fetched copy.
+    pub events: u64,
+    /// `ok` (accepted: the first copy seen, the same, or one that extends the last accepted),
+    /// `rewritten` (refused: it does not extend the copy last accepted; that copy is kept) or
+    /// `broken` (refused: its chain or a rule is broken).
+    pub state: String,
+    /// For `rewritten` and `broken`: the first line at fault (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    pub message: String,
+}
