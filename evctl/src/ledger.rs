@@ -450,15 +450,10 @@ async fn hosts(s: &mut Session, out: &mut Out) {
 async fn publish(s: &mut Session, remote: Option<String>) -> Out {
     let json = s.json;
     let root = s.root(true);
-    let remote = match remote.map_or_else(|| crate::team::default_remote(&root), Ok) {
-        Ok(r) => r,
-        Err(e) => return render::refusal(&Refusal::refused("remote", e), json),
+    let (remote, host, by) = match crate::team::publisher(&root, remote) {
+        Ok(p) => p,
+        Err(e) => return render::refusal(&e, json),
     };
-    let host = match evd::api::shared::users::host_id() {
-        Ok((h, _)) => h,
-        Err(e) => return render::refusal(&Refusal::refused("host_id", e), json),
-    };
-    let by = crate::context::git(&root, &["config", "user.email"]).unwrap_or_default();
     let ctx = s.context(true, Needs::default());
     let req = proto::rpc::LedgerPublishRequest {
         context: ctx.clone(),

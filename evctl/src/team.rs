@@ -192,6 +192,18 @@ pub fn default_remote(root: &Path) -> Result<String, String> {
     }
 }
 
+/// Who publishes where: the remote (given, or [`default_remote`]), this host's id and the
+/// publisher's email (`user.email`, or nothing).
+pub fn publisher(root: &Path, remote: Option<String>) -> Result<(String, String, String), Refusal> {
+    let remote = remote
+        .map_or_else(|| default_remote(root), Ok)
+        .map_err(|e| Refusal::refused("remote", e))?;
+    let (host, _) =
+        evd::api::shared::users::host_id().map_err(|e| Refusal::refused("host_id", e))?;
+    let by = crate::context::git(root, &["config", "user.email"]).unwrap_or_default();
+    Ok((remote, host, by))
+}
+
 /// Fetch the remote's notes into its copy; a remote that has none yet is not an error.
 fn fetch_notes(root: &Path, remote: &str) -> Result<(), String> {
     let spec = fetch_refspec(remote);
@@ -261,15 +273,10 @@ fn backoff(attempt: u32) -> Duration {
 async fn publish(s: &mut Session, remote: Option<String>) -> Out {
     let json = s.json;
     let root = s.root(true);
-    let remote = match remote.map_or_else(|| default_remote(&root), Ok) {
-        Ok(r) => r,
-        Err(e) => return render::refusal(&Refusal::refused("remote", e), json),
+    let (remote, host, by) = match publisher(&root, remote) {
+        Ok(p) => p,
+        Err(e) => return render::refusal(&e, json),
     };
-    let host = match evd::api::shared::users::host_id() {
-        Ok((h, _)) => h,
-        Err(e) => return render::refusal(&Refusal::refused("host_id", e), json),
-    };
-    let by = crate::context::git(&root, &["config", "user.email"]).unwrap_or_default();
     let mut last: Option<PublishReceiptsResult> = None;
     let mut added = 0;
     for attempt in 0..ATTEMPTS {

@@ -1,5 +1,6 @@
-//! What several verbs share: a stored tick as its JSON answer, the superseding map, and the
-//! lookup of one tick by id. No verb of its own, and nothing a single verb alone needs.
+//! What several verbs share: a stored tick as its JSON answer, the superseding map, the lookup
+//! of one tick by id, and the refusal of a publisher's host id that breaks git's ref rules. No
+//! verb of its own, and nothing a single verb alone needs.
 
 use proto::Tick;
 use serde_json::Value;
@@ -61,5 +62,15 @@ pub fn lookup(store: &mut crate::open::OpenStore, id: &str) -> Result<Lookup, pr
         Some(Entry::Invalid(e)) | Some(Entry::NotJson(e)) | Some(Entry::Unreadable(e)) => {
             Lookup::Broken(*e)
         }
+    })
+}
+
+/// Refuse a host id (a publisher's, naming refs of its own) that breaks git's ref-name rules.
+pub fn require_host_id(host: &str) -> Result<(), proto::rpc::Refusal> {
+    crate::sys::users::check_host_id(host).map_err(|rule| {
+        proto::rpc::Refusal::refused(
+            "host_id",
+            format!("{} is not a host id: {rule}", proto::json::q(host)),
+        )
     })
 }

@@ -9,7 +9,6 @@
 //! The git plumbing is [`crate::git::ledger_refs`]'s; the chain and its rules are
 //! [`crate::ledger`]'s. It must not run the network (the client fetches and pushes).
 
-use proto::json::q;
 use proto::rpc::{HostLedger, HostsLedgers, LedgerPublishRequest, LedgerPublishResult, Refusal};
 
 use crate::git::ledger_refs::{self, Judged};
@@ -38,12 +37,7 @@ pub fn publish(
     req: &LedgerPublishRequest,
 ) -> Result<LedgerPublishResult, Refusal> {
     store.require()?;
-    crate::sys::users::check_host_id(&req.host).map_err(|rule| {
-        Refusal::refused(
-            "host_id",
-            format!("{} is not a host id: {rule}", q(&req.host)),
-        )
-    })?;
+    crate::verbs::common::require_host_id(&req.host)?;
     // evd's own events waiting go first, so that what is published is what happened.
     store.write_journal();
     let all = store

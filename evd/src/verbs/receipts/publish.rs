@@ -87,12 +87,7 @@ pub fn publish(
     req: &PublishReceiptsRequest,
 ) -> Result<PublishReceiptsResult, Refusal> {
     store.require()?;
-    crate::sys::users::check_host_id(&req.host).map_err(|rule| {
-        Refusal::refused(
-            "host_id",
-            format!("{} is not a host id: {rule}", q(&req.host)),
-        )
-    })?;
+    crate::verbs::common::require_host_id(&req.host)?;
     if let Some(r) = &req.remote {
         if r.is_empty()
             || r.contains(['\0', '\n', ' ', ':', '*', '?', '[', '\\', '^', '~'])

@@ -6,7 +6,6 @@
 //! It edits that one line and nothing else of the config; it must not touch receipts (the next
 //! evaluation takes the new trust into account).
 
-use proto::json::q;
 use proto::rpc::{Refusal, TrustRequest, TrustResult};
 
 use crate::open::OpenStore;
@@ -53,12 +52,7 @@ pub fn trust(store: &mut OpenStore, req: &TrustRequest) -> Result<TrustResult, R
     store.require()?;
     let everyone = req.host == "*";
     if !everyone {
-        crate::sys::users::check_host_id(&req.host).map_err(|rule| {
-            Refusal::refused(
-                "host_id",
-                format!("{} is not a host id: {rule}", q(&req.host)),
-            )
-        })?;
+        crate::verbs::common::require_host_id(&req.host)?;
     }
     let path = store.ev_dir().join("config");
     let text = fsio::read_text_opt(&path)
