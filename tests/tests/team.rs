@@ -123,6 +123,34 @@ fn run_and_publish(w: &World, dir: &Path, ok: bool) -> String {
     r.stdout
 }
 
+/// A developer's clone and CI's, CI's red published and fetched by the developer, whose check
+/// reads it.
+struct RedFetched {
+    team: Team,
+    dev_w: World,
+    dev: PathBuf,
+    ci_w: World,
+    ci: PathBuf,
+}
+
+fn red_fetched() -> RedFetched {
+    let dev_w = World::new();
+    let team = Team::new(&dev_w);
+    let dev = team.clone(&dev_w, "dev");
+    let ci_w = host("ci-linux");
+    let ci = team.clone(&ci_w, "ci");
+    run_and_publish(&ci_w, &ci, false);
+    run_git(&dev, &["fetch", "-q"]);
+    assert!(dev_w.evctl(&dev, &["check"]).stdout.starts_with("red\t"));
+    RedFetched {
+        team,
+        dev_w,
+        dev,
+        ci_w,
+        ci,
+    }
+}
+
 fn state_verdict(dir: &Path, id: &str) -> Option<String> {
     let text =
         std::fs::read_to_string(dir.join(format!(".evolving/results/state/{id}.json"))).ok()?;
@@ -324,14 +352,13 @@ fn a_publisher_not_trusted_never_turns_a_verdict() {
 
 #[test]
 fn a_notes_ref_rewritten_to_drop_a_red_is_reported_and_the_red_stays() {
-    let dev_w = World::new();
-    let team = Team::new(&dev_w);
-    let dev = team.clone(&dev_w, "dev");
-    let ci_w = host("ci-linux");
-    let ci = team.clone(&ci_w, "ci");
-    run_and_publish(&ci_w, &ci, false);
-    run_git(&dev, &["fetch", "-q"]);
-    assert!(dev_w.evctl(&dev, &["check"]).stdout.starts_with("red\t"));
+    let RedFetched {
+        team,
+        dev_w,
+        dev,
+        ci_w: _ci_w,
+        ci: _ci,
+    } = red_fetched();
     // Someone with push rights replaces the notes with a history that never had the red.
     let forger = team.dir.path().join("forger");
     run_git(team.dir.path(), &["clone", "-q", "remote.git", "forger"]);
@@ -382,14 +409,13 @@ fn a_notes_ref_rewritten_to_drop_a_red_is_reported_and_the_red_stays() {
 
 #[test]
 fn a_notes_commit_that_takes_a_receipt_away_is_reported_too() {
-    let dev_w = World::new();
-    let team = Team::new(&dev_w);
-    let dev = team.clone(&dev_w, "dev");
-    let ci_w = host("ci-linux");
-    let ci = team.clone(&ci_w, "ci");
-    run_and_publish(&ci_w, &ci, false);
-    run_git(&dev, &["fetch", "-q"]);
-    assert!(dev_w.evctl(&dev, &["check"]).stdout.starts_with("red\t"));
+    let RedFetched {
+        team: _team,
+        dev_w,
+        dev,
+        ci_w: _ci_w,
+        ci,
+    } = red_fetched();
     // A plain, fast-forward notes commit that removes the note (no force needed).
     let head = run_git(&ci, &["rev-parse", "HEAD"]);
     run_git(&ci, &["notes", "--ref=evolving-receipts", "remove", &head]);
@@ -416,14 +442,13 @@ fn a_notes_commit_that_takes_a_receipt_away_is_reported_too() {
 
 #[test]
 fn a_fifo_or_a_directory_where_the_import_keeps_its_files_never_hangs_a_check() {
-    let dev_w = World::new();
-    let team = Team::new(&dev_w);
-    let dev = team.clone(&dev_w, "dev");
-    let ci_w = host("ci-linux");
-    let ci = team.clone(&ci_w, "ci");
-    run_and_publish(&ci_w, &ci, false);
-    run_git(&dev, &["fetch", "-q"]);
-    assert!(dev_w.evctl(&dev, &["check"]).stdout.starts_with("red\t"));
+    let RedFetched {
+        team: _team,
+        dev_w,
+        dev,
+        ci_w,
+        ci,
+    } = red_fetched();
     let imports = dev.join(".evolving/results/imports");
     // Planted while no evd writes there (the next command starts one, which meets them).
     dev_w.stop_daemon();

@@ -43,25 +43,6 @@ pub fn fetch_refspec(remote: &str) -> String {
     format!("+{LEDGER_PREFIX}*:{}*", remote_prefix(remote))
 }
 
-fn run(root: &Path, args: &[&str], input: Vec<u8>, max: usize) -> Result<Vec<u8>, String> {
-    let out = child::output_with_input(
-        &mut repository_git(root, args),
-        input,
-        child::git_timeout(),
-        max,
-    )
-    .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        Err(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 fn one_line(bytes: Vec<u8>) -> String {
     String::from_utf8_lossy(&bytes).trim().to_string()
 }
@@ -75,13 +56,13 @@ pub fn publish(
     parent: Option<&str>,
     ident: (&str, &str),
 ) -> Result<String, String> {
-    let blob = one_line(run(
+    let blob = one_line(crate::git::run::git_fed(
         root,
         &["hash-object", "-w", "--stdin"],
         bytes.to_vec(),
         1024,
     )?);
-    let tree = one_line(run(
+    let tree = one_line(crate::git::run::git_fed(
         root,
         &["mktree"],
         format!("100644 blob {blob}\t{LEDGER_FILE}\n").into_bytes(),
@@ -122,7 +103,7 @@ pub fn publish(
 /// The ledger file a ledger commit holds.
 pub fn ledger_bytes(root: &Path, commit: &str) -> Result<Vec<u8>, String> {
     let spec = format!("{commit}:{LEDGER_FILE}");
-    run(
+    crate::git::run::git_fed(
         root,
         &["cat-file", "blob", &spec],
         Vec::new(),

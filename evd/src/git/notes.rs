@@ -80,27 +80,7 @@ pub fn tips(root: &Path) -> Result<Vec<(String, String)>, String> {
 
 /// Run git about the repository with `input` on stdin; its stdout, or what it said on failure.
 fn run(root: &Path, args: &[&str], input: Vec<u8>) -> Result<Vec<u8>, String> {
-    let out = child::output_with_input(
-        &mut repository_git(root, args),
-        input,
-        child::git_timeout(),
-        MAX_ANSWER,
-    )
-    .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(out.stdout)
-    } else {
-        let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        Err(format!(
-            "`git {}` failed: {}",
-            args.join(" "),
-            if said.is_empty() {
-                out.status.to_string()
-            } else {
-                said
-            }
-        ))
-    }
+    crate::git::run::git_fed(root, args, input, MAX_ANSWER)
 }
 
 /// The contents of `blobs`, by id, through one `git cat-file --batch`; a blob that is missing

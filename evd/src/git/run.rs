@@ -35,3 +35,28 @@ pub fn git_ok<S: AsRef<std::ffi::OsStr>>(root: &Path, args: &[S]) -> Option<Stri
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// [`repository_git`] fed `input` on its stdin, under the git deadline and at most `max` bytes
+/// of answer: its stdout, or what git said when it failed.
+pub fn git_fed(root: &Path, args: &[&str], input: Vec<u8>, max: usize) -> Result<Vec<u8>, String> {
+    let out = crate::sys::child::output_with_input(
+        &mut repository_git(root, args),
+        input,
+        crate::sys::child::git_timeout(),
+        max,
+    )
+    .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        return Ok(out.stdout);
+    }
+    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Err(format!(
+        "`git {}` failed: {}",
+        args.join(" "),
+        if said.is_empty() {
+            out.status.to_string()
+        } else {
+            said
+        }
+    ))
+}

@@ -45,8 +45,13 @@ type FileStamp = (i64, i64, u64, u64);
 /// The origins file's length, change time and inode, as [`OpenStore::origins`] was read at.
 type OriginsKey = (u64, i64, i64);
 
-/// Who published each receipt line that came through git.
-pub type Origins = std::collections::HashMap<String, proto::rpc::ReceiptOrigin>;
+/// Who published each receipt line that came through git, and the tests those lines are of
+/// (so that a check asks about a row's run only when its test has any).
+#[derive(Debug, Default)]
+pub struct Origins {
+    pub lines: std::collections::HashMap<String, proto::rpc::ReceiptOrigin>,
+    pub tests: std::collections::HashSet<String>,
+}
 
 /// Every receipt file with its stamp, by name, as [`image`] takes them.
 type ReceiptStamps = Vec<(String, FileStamp)>;

@@ -207,7 +207,8 @@ fn guards_of_paths(store: &mut OpenStore, req: &GuardsRequest) -> Result<GuardsR
                 platform: r.platform.clone(),
                 origin: origins
                     .as_ref()
-                    .and_then(|o| o.get(r.line().trim_end()).cloned()),
+                    .filter(|o| o.tests.contains(&r.test))
+                    .and_then(|o| o.lines.get(r.line().trim_end()).cloned()),
             });
             grounds.push(GuardedGround {
                 index,

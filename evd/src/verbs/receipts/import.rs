@@ -107,9 +107,7 @@ pub fn load_origins(store: &OpenStore) -> HashMap<String, ReceiptOrigin> {
 
 /// [`load_origins`], kept on the open store while the file is unchanged; `None` when no
 /// receipt ever came through git (no file).
-pub fn origins_cached(
-    store: &mut OpenStore,
-) -> Option<std::sync::Arc<HashMap<String, ReceiptOrigin>>> {
+pub fn origins_cached(store: &mut OpenStore) -> Option<std::sync::Arc<crate::open::Origins>> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(imports_dir(store).join(ORIGINS)).ok()?;
     if !m.is_file() {
@@ -125,7 +123,12 @@ pub fn origins_cached(
             return Some(std::sync::Arc::clone(o));
         }
     }
-    let o = std::sync::Arc::new(load_origins(store));
+    let lines = load_origins(store);
+    let tests = lines
+        .keys()
+        .filter_map(|l| notes::receipt_of(l).map(|r| r.test))
+        .collect();
+    let o = std::sync::Arc::new(crate::open::Origins { lines, tests });
     store.origins = Some((key, std::sync::Arc::clone(&o)));
     Some(o)
 }
@@ -190,8 +193,8 @@ fn common(store: &mut OpenStore) -> Option<PathBuf> {
 
 /// Bring in what the notes refs hold that this store has not taken yet; cheap (a few `stat`s)
 /// while nothing moved. A problem is a warning: the verdicts are then those of the receipts
-/// already here, never none.
-pub fn catch_up(store: &mut OpenStore) -> Vec<Warning> {
+/// already here, never none. `trust` is the config's, as the caller already read it.
+pub fn catch_up(store: &mut OpenStore, trust: &Trust) -> Vec<Warning> {
     let Some(common) = common(store) else {
         return Vec::new();
     };
@@ -199,7 +202,7 @@ pub fn catch_up(store: &mut OpenStore) -> Vec<Warning> {
         // Moving right now: read them, and do not remember the stamp.
         return run(store, None);
     };
-    let trust = format!("{:?}", store.config().trust);
+    let trust = format!("{trust:?}");
     let root = store.root().to_path_buf();
     // HEAD matters only while receipts wait for it.
     let memo_key = |waiting: bool, head: Option<&str>| {
@@ -566,11 +569,14 @@ pub fn origin_notes(store: &mut OpenStore, eval: &crate::memo::check::Evaluation
             else {
                 continue;
             };
+            if !origins.tests.contains(reference) {
+                continue;
+            }
             let receipts = store.receipts.get(reference);
             let Some(r) = crate::engine::verdict::latest(receipts.iter()) else {
                 continue;
             };
-            let Some(o) = origins.get(r.line().trim_end()) else {
+            let Some(o) = origins.lines.get(r.line().trim_end()) else {
                 continue;
             };
             if notes.len() == ORIGIN_NOTES {
@@ -612,7 +618,7 @@ pub fn origin_notes(store: &mut OpenStore, eval: &crate::memo::check::Evaluation
 /// `ev.receipts.status`.
 pub fn status(store: &mut OpenStore) -> Result<proto::rpc::ReceiptsStatus, proto::rpc::Refusal> {
     store.require()?;
-    let mut warnings = catch_up(store);
+    let mut warnings = catch_up(store, &store.config().trust);
     let mut seen = load_seen(store).unwrap_or_default();
     let trusted = match store.config().trust {
         Trust::Everyone => None,
