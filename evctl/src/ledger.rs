@@ -43,6 +43,10 @@ pub enum LedgerAction {
     ///   conflicts     rebase conflict rates by repository area
     ///   decisions     how often each decision resurfaced, and mean time from red to resolved
     ///
+    /// --all-hosts asks the fleet: this host's ledger and every other host's that a `git fetch`
+    /// brought and `ledger verify --all-hosts` accepts (they are judged first; a refused copy
+    /// is left out and named on stderr). Each host's plans are joined to its own executions.
+    ///
     /// --json gives the rows as objects.
     #[command(verbatim_doc_comment)]
     Query {
@@ -52,6 +56,9 @@ pub enum LedgerAction {
         /// calibration: each group's latest N executions.
         #[arg(long, value_name = "N", default_value_t = 50)]
         last: usize,
+        /// Every host's ledger fetched and accepted, with this one's.
+        #[arg(long)]
+        all_hosts: bool,
     },
     /// Verify the whole ledger: order, the hash chain, every envelope and rule.
     ///
@@ -60,9 +67,13 @@ pub enum LedgerAction {
     /// is never changed). There is no lenient mode.
     ///
     /// --all-hosts also verifies every other host's ledger a `git fetch` brought (see `ledger
-    /// publish`): each must extend, byte for byte, the copy last accepted from that host, and
-    /// keep every rule. A rewritten or broken one is refused, naming the host and the first
-    /// line at fault (exit 1); the last good copy is kept.
+    /// publish`): each must extend, byte for byte, the copy last accepted from that host, keep
+    /// every rule, and hold every event another host witnessed of it. A rewritten or broken
+    /// one is refused, naming the host and the first line at fault (exit 1); the last good
+    /// copy is kept. Each copy accepted is witnessed: its last event is journaled here
+    /// (`ledger_witnessed`), and so anchored in every host that fetches this one's ledger.
+    /// This host's own ledger fetched back, and what others witnessed of it, must match the
+    /// file here.
     #[command(verbatim_doc_comment)]
     Verify {
         /// Every host's ledger a fetch brought, too.
@@ -104,14 +115,36 @@ pub async fn run(s: &mut Session, action: LedgerAction) -> Out {
         LedgerAction::Verify { all_hosts } => {
             let mut out = verify(s).await;
             if all_hosts {
-                hosts(s, &mut out).await;
+                hosts(s, &mut out, true).await;
             }
             out
         }
         LedgerAction::Publish { remote } => publish(s, remote).await,
         LedgerAction::Replay => replay(s).await,
         LedgerAction::Repair => repair(s).await,
-        LedgerAction::Query { name, last } => query(s, name, last).await,
+        LedgerAction::Query {
+            name,
+            last,
+            all_hosts,
+        } => {
+            let mut out = Out::default();
+            let host = if all_hosts {
+                match evd::api::shared::users::host_id() {
+                    Ok((h, _)) => {
+                        // The fleet's copies judged first: only accepted ones are folded in.
+                        hosts(s, &mut out, false).await;
+                        h
+                    }
+                    Err(e) => return render::refusal(&Refusal::refused("host_id", e), s.json),
+                }
+            } else {
+                String::new()
+            };
+            let q = query(s, name, last, all_hosts, host).await;
+            out.code = out.code.max(q.code);
+            out.parts.extend(q.parts);
+            out
+        }
     }
 }
 
@@ -344,12 +377,14 @@ fn columns(query: &str) -> &'static [&'static str] {
     }
 }
 
-async fn query(s: &mut Session, name: String, last: usize) -> Out {
+async fn query(s: &mut Session, name: String, last: usize, all_hosts: bool, host: String) -> Out {
     let ctx = s.context(true, Needs::default());
     let req = proto::rpc::LedgerQueryRequest {
         context: ctx.clone(),
         query: name.clone(),
         last: Some(last),
+        all_hosts,
+        host,
     };
     let r = s
         .read(rpc!(req, ledger_query), || {
@@ -364,6 +399,19 @@ async fn query(s: &mut Session, name: String, last: usize) -> Out {
             return out;
         }
         let cols = columns(&name);
+        if let Some(hosts) = v["hosts"].as_array() {
+            let named: Vec<String> = hosts
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{} ({} events)",
+                        h["host"].as_str().unwrap_or("?"),
+                        h["events"]
+                    )
+                })
+                .collect();
+            out.line(format!("over {} hosts: {}", hosts.len(), named.join(", ")));
+        }
         let rows = v["rows"].as_array().cloned().unwrap_or_default();
         if rows.is_empty() {
             out.line(format!("{name}: nothing in the ledger answers this yet"));
@@ -402,15 +450,20 @@ async fn query(s: &mut Session, name: String, last: usize) -> Out {
     })
 }
 
-/// `ledger verify --all-hosts`: every other host's fetched ledger, after this host's own.
-async fn hosts(s: &mut Session, out: &mut Out) {
+/// `ledger verify --all-hosts`: every other host's fetched ledger, after this host's own
+/// (`report`: each host's verdict said; otherwise only the refused ones, on stderr).
+async fn hosts(s: &mut Session, out: &mut Out, report: bool) {
+    let host = evd::api::shared::users::host_id()
+        .map(|(h, _)| h)
+        .unwrap_or_default();
     let ctx = s.context(true, Needs::default());
-    let req = StoreRequest {
+    let req = proto::rpc::LedgerHostsRequest {
         context: ctx.clone(),
+        host,
     };
     let r = s
         .write(rpc!(req, ledger_hosts), || {
-            local_write(&ctx, evd::api::ledger_hosts)
+            local_write(&ctx, |st| evd::api::ledger_hosts(st, &req))
         })
         .await;
     let v = match r {
@@ -422,26 +475,26 @@ async fn hosts(s: &mut Session, out: &mut Out) {
             return;
         }
     };
-    if s.json {
+    if s.json && report {
         out.json(&v);
     }
     for h in &v.hosts {
-        if h.state != "ok" {
+        if h.state != "ok" && report {
             out.code = 1;
         }
-        if s.json {
+        if s.json && report {
             continue;
         }
-        if h.state == "ok" {
+        if h.state == "ok" && report {
             out.line(format!(
                 "host {} ok: {} events (from {})",
                 h.host, h.events, h.remote
             ));
-        } else {
+        } else if h.state != "ok" {
             out.err(format!("evctl: {} (from {})", h.message, h.remote));
         }
     }
-    if v.hosts.is_empty() && !s.json {
+    if v.hosts.is_empty() && !s.json && report {
         out.line("no other host's ledger fetched yet (`evctl remote setup`, then `git fetch`)");
     }
 }

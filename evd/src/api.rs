@@ -243,8 +243,11 @@ pub fn ledger_publish(
 }
 
 /// `ev.ledger.hosts`.
-pub fn ledger_hosts(s: &mut OpenStore) -> Result<proto::rpc::HostsLedgers, Refusal> {
-    verbs::ledger_share::hosts(s)
+pub fn ledger_hosts(
+    s: &mut OpenStore,
+    req: &proto::rpc::LedgerHostsRequest,
+) -> Result<proto::rpc::HostsLedgers, Refusal> {
+    verbs::ledger_share::hosts(s, req)
 }
 
 /// `ev.ledger.verify`.

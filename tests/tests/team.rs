@@ -576,3 +576,205 @@ fn each_hosts_ledger_is_shared_append_only_and_a_rewrite_is_refused_naming_its_l
     );
     assert_eq!(kept, original);
 }
+
+/// Client events for `plans` plans of one intent, predicted `pred`, actually `act` (one JSON
+/// object a line, as `evctl ledger append` reads them).
+fn plan_events(intent: &str, plans: usize, pred: f64, act: f64) -> String {
+    let ev = |t: &str, payload: serde_json::Value| {
+        serde_json::json!({"schema_version": "1.1", "event_type": t, "run_id": "R-team",
+            "agent_id": "planner", "payload": payload})
+        .to_string()
+    };
+    let mut lines = vec![ev(
+        "intent_created",
+        serde_json::json!({"intent_id": intent, "parent_intent_id": null, "goal": "g"}),
+    )];
+    for i in 0..plans {
+        let plan = format!("P-{i}");
+        lines.push(ev(
+            "plan_variant_created",
+            serde_json::json!({"intent_id": intent,
+            "plan_id": plan, "variant_id": "v1",
+            "model": {"provider": "p", "model_id": "m1", "tier": "flash", "routing_reason": "r"},
+            "predicted": {"p_success": pred, "entropy": 1.0}}),
+        ));
+        lines.push(ev(
+            "plan_selected",
+            serde_json::json!({"intent_id": intent, "plan_id": plan, "variant_id": "v1"}),
+        ));
+        lines.push(ev(
+            "execution_started",
+            serde_json::json!({"intent_id": intent, "plan_id": plan, "sandbox_id": "S"}),
+        ));
+        let mut done = serde_json::json!({"intent_id": intent, "plan_id": plan,
+            "sandbox_id": "S", "status": "success",
+            "actual": {"p_success": act, "entropy": 1.0, "cost": 1.0, "impact": 1.0}});
+        if act < 1.0 {
+            done["status"] = "failure".into();
+            done["failure_reason"] = "tests failed".into();
+        }
+        lines.push(ev("execution_completed", done));
+    }
+    lines.join("\n") + "\n"
+}
+
+fn append_events(w: &World, dir: &Path, text: &str) {
+    let file = dir.join("events-in.jsonl");
+    std::fs::write(&file, text).expect("write");
+    w.evctl(dir, &["ledger", "append", "events-in.jsonl"]).ok();
+    std::fs::remove_file(&file).expect("remove");
+}
+
+/// Force-push `text` as `host`'s published ledger from `dir` (a fresh history, as a forger
+/// with push rights would).
+fn force_publish(dir: &Path, host: &str, text: &str) {
+    std::fs::write(dir.join("forged.jsonl"), text).expect("write");
+    let blob = run_git(dir, &["hash-object", "-w", "forged.jsonl"]);
+    std::fs::remove_file(dir.join("forged.jsonl")).expect("remove");
+    let mut c = Command::new("git")
+        .current_dir(dir)
+        .arg("mktree")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("mktree");
+    {
+        use std::io::Write;
+        c.stdin
+            .take()
+            .expect("stdin")
+            .write_all(format!("100644 blob {blob}\tevents.jsonl\n").as_bytes())
+            .expect("write");
+    }
+    let out = c.wait_with_output().expect("mktree");
+    let tree = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let commit = run_git(dir, &["commit-tree", &tree, "-m", "forged"]);
+    run_git(
+        dir,
+        &[
+            "push",
+            "-q",
+            "--force",
+            "origin",
+            &format!("{commit}:refs/evolving/ledger/{host}"),
+        ],
+    );
+}
+
+#[test]
+fn the_fleet_is_queried_together_and_a_rewritten_tail_is_caught_by_a_host_that_never_saw_it() {
+    let seed_w = World::new();
+    let team = Team::new(&seed_w);
+    let a_w = host("host-a");
+    let a = team.clone(&a_w, "a");
+    let b_w = host("host-b");
+    let b = team.clone(&b_w, "b");
+    // Both hosts' agents record work: host-a's planner is well calibrated, host-b's is not.
+    append_events(&a_w, &a, &plan_events("I-a", 3, 0.9, 1.0));
+    append_events(&b_w, &b, &plan_events("I-b", 2, 0.9, 0.0));
+    b_w.evctl(&b, &["ledger", "publish"]).ok();
+    // host-a fetches host-b's ledger, accepts it (witnessing its head), and publishes.
+    run_git(&a, &["fetch", "-q"]);
+    let r = a_w.evctl(&a, &["ledger", "verify", "--all-hosts"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("host host-b ok: "), "{r:?}");
+    a_w.evctl(&a, &["ledger", "publish"]).ok();
+    let witnessed = run_git(&a, &["show", "refs/evolving/ledger/host-a:events.jsonl"]);
+    assert!(
+        witnessed.contains("\"event_type\":\"ledger_witnessed\"")
+            && witnessed.contains("\"host\":\"host-b\""),
+        "{witnessed}"
+    );
+
+    // The fleet asked together: both hosts' executions, each joined within its own ledger.
+    let r = a_w.evctl(
+        &a,
+        &["ledger", "query", "calibration", "--all-hosts", "--json"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
+    let row = &v["rows"][0];
+    assert_eq!(row["executions"], 5, "{v}");
+    assert_eq!(row["actual_p_success"], serde_json::json!(0.6), "{v}");
+    let hosts: Vec<&str> = v["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .filter_map(|h| h["host"].as_str())
+        .collect();
+    assert_eq!(hosts, ["host-a", "host-b"], "{v}");
+    // Alone, each host sees only its own.
+    let r = a_w.evctl(&a, &["ledger", "query", "calibration", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
+    assert_eq!(v["rows"][0]["executions"], 3, "{v}");
+    let r = a_w.evctl(&a, &["ledger", "query", "calibration", "--all-hosts"]);
+    assert!(r.stdout.starts_with("over 2 hosts: host-a ("), "{r:?}");
+
+    // host-b's published tail is rewritten (its last event changed, the chain still whole)
+    // and force-pushed. A host that never saw the original catches it by host-a's witness.
+    let original = run_git(&b, &["show", "refs/evolving/ledger/host-b:events.jsonl"]);
+    let mut lines: Vec<String> = original.lines().map(str::to_string).collect();
+    let last = lines.len() - 1;
+    let flipped = if lines[last].contains("\"dirty\":false") {
+        lines[last].replace("\"dirty\":false", "\"dirty\":true")
+    } else {
+        lines[last].replace("\"dirty\":true", "\"dirty\":false")
+    };
+    assert_ne!(flipped, lines[last]);
+    lines[last] = flipped;
+    force_publish(&b, "host-b", &(lines.join("\n") + "\n"));
+    let c_w = host("host-c");
+    let c = team.clone(&c_w, "c");
+    run_git(&c, &["fetch", "-q"]);
+    let r = c_w.evctl(&c, &["ledger", "verify", "--all-hosts"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "host host-b's ledger was rewritten: host host-a witnessed its event {}",
+            last + 1
+        )) && r.stderr.contains("this copy differs at it"),
+        "{r:?}"
+    );
+    assert!(r.stdout.contains("host host-a ok: "), "{r:?}");
+    // The refused copy is not folded into the fleet's answers.
+    let r = c_w.evctl(
+        &c,
+        &["ledger", "query", "calibration", "--all-hosts", "--json"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
+    let hosts: Vec<&str> = v["hosts"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .filter_map(|h| h["host"].as_str())
+        .collect();
+    assert_eq!(hosts, ["host-c", "host-a"], "{v}");
+    assert!(
+        r.stderr.contains("host host-b's ledger was rewritten"),
+        "{r:?}"
+    );
+
+    // host-b's own ledger rewritten at home, file and head together (its last event cut, the
+    // head moved back to the event before): the local chain alone looks whole, but the head
+    // it published says otherwise.
+    b_w.evctl(&b, &["shutdown"]).ok();
+    let ledger = b.join(".evolving/results/ledger");
+    let text = std::fs::read_to_string(ledger.join("events.jsonl")).expect("ledger");
+    let mut kept: Vec<&str> = text.lines().collect();
+    let cut = kept.pop().expect("a line");
+    let cut: serde_json::Value = serde_json::from_str(cut).expect("json");
+    let head = serde_json::json!({"seq": cut["seq"].as_u64().expect("seq") - 1,
+        "hash": cut["prev"].as_str().expect("prev")})
+    .to_string();
+    std::fs::write(ledger.join("events.jsonl"), kept.join("\n") + "\n").expect("write");
+    std::fs::write(ledger.join("head"), format!("{head:<127}\n")).expect("write");
+    let r = b_w.evctl(&b, &["ledger", "verify"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("this host published its ledger as refs/evolving/ledger/host-b")
+            && r.stderr.contains("it was rewritten after it was published"),
+        "{r:?}"
+    );
+}

@@ -610,10 +610,13 @@ impl EvApiServer for Rpc {
         .await
     }
 
-    async fn ledger_hosts(&self, req: StoreRequest) -> RpcResult<proto::rpc::HostsLedgers> {
+    async fn ledger_hosts(
+        &self,
+        req: proto::rpc::LedgerHostsRequest,
+    ) -> RpcResult<proto::rpc::HostsLedgers> {
         let ctx = req.context.clone();
         on_store_write(&self.0, "ev.ledger.hosts", &ctx, None, move |s| {
-            api::ledger_hosts(s)
+            api::ledger_hosts(s, &req)
         })
         .await
     }

@@ -47,12 +47,17 @@ fn one_line(bytes: Vec<u8>) -> String {
     String::from_utf8_lossy(&bytes).trim().to_string()
 }
 
+/// The trailer of a ledger commit naming its file's last event: `<seq> <sha256 of the line>`.
+pub const HEAD_TRAILER: &str = "Ev-Head";
+
 /// Publish `bytes` as `host`'s ledger: a commit (child of `parent`, the ref's value now) whose
-/// tree holds them, the ref moved only from `parent`. Returns the commit.
+/// tree holds them, the ref moved only from `parent`, its message naming the last event
+/// (`head`: its seq and line hash). Returns the commit.
 pub fn publish(
     root: &Path,
     host: &str,
     bytes: &[u8],
+    head: (u64, &str),
     parent: Option<&str>,
     ident: (&str, &str),
 ) -> Result<String, String> {
@@ -69,11 +74,13 @@ pub fn publish(
         1024,
     )?);
     let message = format!(
-        "evctl ledger publish: {} of {host}\n\nEv-Host: {host}\n",
+        "evctl ledger publish: {} of {host}\n\nEv-Host: {host}\n{HEAD_TRAILER}: {} {}\n",
         match bytes.iter().filter(|&&b| b == b'\n').count() {
             1 => "1 event".to_string(),
             n => format!("{n} events"),
-        }
+        },
+        head.0,
+        head.1
     );
     let mut args = vec!["commit-tree", tree.as_str()];
     if let Some(p) = parent {
@@ -109,6 +116,43 @@ pub fn ledger_bytes(root: &Path, commit: &str) -> Result<Vec<u8>, String> {
         Vec::new(),
         MAX_LEDGER_BYTES,
     )
+}
+
+/// Every ledger ref of the repository: this host's published ones, the fetched copies and the
+/// copies accepted, each `(commit, refname, Ev-Head trailer or "")`, in one git process.
+pub fn list(root: &Path) -> Result<Vec<(String, String, String)>, String> {
+    let format = format!(
+        "--format=%(objectname)%09%(refname)%09%(trailers:key={HEAD_TRAILER},valueonly,separator=%x20)"
+    );
+    let out = crate::git::run::git_ok(
+        root,
+        &[
+            "for-each-ref",
+            &format,
+            LEDGER_PREFIX,
+            "refs/evolving/remotes/",
+            "refs/evolving/seen/",
+        ],
+    )
+    .ok_or_else(|| "git for-each-ref failed".to_string())?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let commit = f.next()?;
+            let name = f.next()?;
+            let head = f.next().unwrap_or("").trim();
+            (commit.len() >= 40).then(|| (commit.to_string(), name.to_string(), head.to_string()))
+        })
+        .collect())
+}
+
+/// An `Ev-Head` trailer's seq and hash.
+pub fn parse_head(trailer: &str) -> Option<(u64, String)> {
+    let (seq, hash) = trailer.trim().split_once(' ')?;
+    let hash = hash.trim();
+    (hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| Some((seq.parse().ok()?, hash.to_string())))?
 }
 
 /// How a fetched copy of a host's ledger stands against the copy last accepted.
@@ -175,16 +219,17 @@ mod tests {
         git(d, &["init", "-q", "-b", "main"]);
         let who = ("laptop-1", "evd@laptop-1");
         let one = b"{\"seq\":1}\n{\"seq\":2}\n".to_vec();
-        let first = publish(d, "laptop-1", &one, None, who).expect("published");
+        let h = "0".repeat(64);
+        let first = publish(d, "laptop-1", &one, (2, &h), None, who).expect("published");
         assert_eq!(git(d, &["rev-parse", &ledger_ref("laptop-1")]), first);
         assert_eq!(ledger_bytes(d, &first).expect("read"), one);
         assert!(
-            publish(d, "laptop-1", &one, None, who).is_err(),
+            publish(d, "laptop-1", &one, (2, &h), None, who).is_err(),
             "a ref that exists is never overwritten from nothing"
         );
         let mut two = one.clone();
         two.extend_from_slice(b"{\"seq\":3}\n");
-        let second = publish(d, "laptop-1", &two, Some(&first), who).expect("published");
+        let second = publish(d, "laptop-1", &two, (3, &h), Some(&first), who).expect("published");
         assert_eq!(judge(d, None, &second).expect("judged").0, Judged::First);
         assert_eq!(
             judge(d, Some(&second), &second).expect("judged").0,
@@ -221,11 +266,18 @@ mod tests {
         let (j, _) = judge(d, Some(&second), &rewritten).expect("judged");
         assert_eq!(j, Judged::Rewritten { line: 2 });
         // Truncated, even as a child: the missing line is named.
-        let cut = publish(d, "laptop-1", &one, Some(&second), who).expect("published");
+        let cut = publish(d, "laptop-1", &one, (2, &h), Some(&second), who).expect("published");
         assert_eq!(
             judge(d, Some(&second), &cut).expect("judged").0,
             Judged::Rewritten { line: 3 }
         );
+        let listed = list(d).expect("listed");
+        assert_eq!(
+            listed,
+            vec![(cut.clone(), ledger_ref("laptop-1"), format!("2 {h}"))]
+        );
+        assert_eq!(parse_head(&listed[0].2), Some((2, h.clone())));
+        assert_eq!(parse_head("x y"), None);
         assert_eq!(
             fetch_refspec("origin"),
             "+refs/evolving/ledger/*:refs/evolving/remotes/origin/ledger/*"

@@ -6,18 +6,22 @@
 //! the run it happened in, and every line is chained to the one before it (`prev`, the sha256
 //! of that line), so two clones cannot share one file: their chains would fork at the first
 //! event either wrote, and no merge of two forks keeps both chains whole. Each host keeps its
-//! own ledger; what is shared between clones is the ticks, as before.
+//! own ledger; what is shared between clones is the ticks, as before. Each host may publish its
+//! ledger to a ref of its own ([`crate::git::ledger_refs`]), where the others fetch, verify and
+//! witness it.
 //!
 //! - [`rules`]: the envelope, the schema versions and their upgrader, the consistency rules;
 //! - [`file`]: reading and verifying the file, appending to it durably;
 //! - [`query`]: the questions seed 002 asks of a ledger;
-//! - [`replay`]: what a check rested on, recorded, and the fold that reproduces its verdicts.
+//! - [`replay`]: what a check rested on, recorded, and the fold that reproduces its verdicts;
+//! - [`witness`]: what hosts witnessed of each other's ledgers, read out of a ledger's text.
 
 pub mod evidence;
 pub mod file;
 pub mod query;
 pub mod replay;
 pub mod rules;
+pub mod witness;
 
 use serde_json::{Map, Value};
 

@@ -43,7 +43,7 @@ pub const CLIENT_TYPES: [&str; 21] = [
 ];
 
 /// The event types only evd writes (its own journal; a client may not forge them).
-pub const DAEMON_TYPES: [&str; 11] = [
+pub const DAEMON_TYPES: [&str; 12] = [
     "daemon_started",
     "daemon_stopped",
     "tick_recorded",
@@ -55,6 +55,7 @@ pub const DAEMON_TYPES: [&str; 11] = [
     "check_run",
     "ledger_validation_error",
     "ledger_correction",
+    "ledger_witnessed",
 ];
 
 /// A broken rule: which one (`envelope`, `schema_version`, `event_type`, `payload`, `R1`…`R9`,

@@ -143,6 +143,9 @@ pub fn verify(store: &mut OpenStore) -> Result<LedgerVerifyResult, Refusal> {
             .head_fault_now()
             .map_err(|e| Refusal::io(format!("reading the ledger: {e}")))?,
     };
+    // The file against what this host published of it (head and file rewritten together are
+    // still caught once the head was published).
+    let broken = broken.or_else(|| crate::verbs::ledger_share::published_fault(store));
     let Some(b) = broken else {
         return Ok(LedgerVerifyResult {
             path,
@@ -211,13 +214,45 @@ pub fn query(
             .map_err(|e| Refusal::refused("ledger_query", e));
     }
     store.write_journal();
-    let text = match store.ledger.read_bytes() {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) => return Err(Refusal::io(format!("reading the ledger: {e}"))),
+    let bytes = store
+        .ledger
+        .read_bytes()
+        .map_err(|e| Refusal::io(format!("reading the ledger: {e}")))?;
+    if !req.all_hosts {
+        return ledger::query::answer_sources(&req.query, 1, req.last, 1, |_| Ok(bytes.clone()))
+            .map_err(|e| Refusal::refused("ledger_query", e));
+    }
+    let own = if req.host.is_empty() {
+        "this host".to_string()
+    } else {
+        req.host.clone()
     };
-    let events = ledger::query::events_of(&text);
-    ledger::query::answer(&req.query, &events, req.last)
-        .map_err(|e| Refusal::refused("ledger_query", e))
+    let others = crate::verbs::ledger_share::accepted(store, &req.host)?;
+    let mut hosts = vec![
+        serde_json::json!({"host": own, "events": bytes.iter().filter(|&&c| c == b'\n').count()}),
+    ];
+    hosts.extend(
+        others
+            .iter()
+            .map(|(host, _, events)| serde_json::json!({"host": host, "events": events})),
+    );
+    let root = store.root().to_path_buf();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let mut answer = ledger::query::answer_sources(
+        &req.query,
+        1 + others.len(),
+        req.last,
+        workers,
+        |i| match i {
+            0 => Ok(bytes.clone()),
+            i => crate::verbs::ledger_share::copy_bytes(&root, &others[i - 1].1),
+        },
+    )
+    .map_err(|e| Refusal::refused("ledger_query", e))?;
+    if let Some(o) = answer.as_object_mut() {
+        o.insert("hosts".into(), Value::Array(hosts));
+    }
+    Ok(answer)
 }
 
 /// `ev.ledger.repair`: a torn last line moved aside (under `runs/<evd's run id>/`), lines

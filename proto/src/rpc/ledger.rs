@@ -44,6 +44,13 @@ pub struct LedgerQueryRequest {
     /// `calibration`: how many of each group's latest executions (default 50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<usize>,
+    /// Fold in every other host's ledger accepted from a fetch (the copies `ev.ledger.hosts`
+    /// last accepted), with this one's: the fleet's answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_hosts: bool,
+    /// With `all_hosts`: this host's id (its own copies fetched back are not counted twice).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -17,8 +17,8 @@ use super::migrate::{
 };
 use super::recall::{BriefRequest, BriefResult, ReopenResult, WhyRequest, WhyResult};
 use super::team::{
-    HostsLedgers, LedgerPublishRequest, LedgerPublishResult, PublishReceiptsRequest,
-    PublishReceiptsResult, ReceiptsStatus, TrustRequest, TrustResult,
+    HostsLedgers, LedgerHostsRequest, LedgerPublishRequest, LedgerPublishResult,
+    PublishReceiptsRequest, PublishReceiptsResult, ReceiptsStatus, TrustRequest, TrustResult,
 };
 use super::verbs::{
     DecideRequest, DecideResult, DoctorRequest, DoctorResult, IdRequest, InitResult, ListRequest,
@@ -172,7 +172,7 @@ pub trait EvApi {
 
     /// Every other host's fetched ledger, judged against the copy last accepted and verified.
     #[method(name = "ledger.hosts")]
-    async fn ledger_hosts(&self, req: StoreRequest) -> RpcResult<HostsLedgers>;
+    async fn ledger_hosts(&self, req: LedgerHostsRequest) -> RpcResult<HostsLedgers>;
 
     /// Make the ledger appendable again after a torn last line (moved aside under `runs/`) or
     /// lines removed from its end (their seqs declared skipped); each repair is journaled as a

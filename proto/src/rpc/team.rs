@@ -156,6 +156,17 @@ pub struct LedgerPublishResult {
     pub unchanged: bool,
 }
 
+/// `ev.ledger.hosts`'s request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerHostsRequest {
+    pub context: Context,
+    /// This host's id: its own ledger fetched back, and what other hosts witnessed of it, are
+    /// checked against the file here rather than accepted as another host's.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
+}
+
 /// `ev.ledger.hosts`: every other host's ledger a fetch brought, judged against the copy last
 /// accepted from it and verified; accepted copies become the ones later fetches are judged by.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -181,4 +192,7 @@ pub struct HostLedger {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
     pub message: String,
+    /// For a copy refused on another host's word: the host that witnessed it otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub witness: String,
 }
