@@ -27,7 +27,7 @@ pub fn selected() -> bool {
     std::env::args().skip(1).any(|a| a == "ledger")
 }
 
-fn call(w: &World, method: &str, params: Value) -> Res<Value> {
+pub(crate) fn call(w: &World, method: &str, params: Value) -> Res<Value> {
     let v = evd_e2e::rpc_post(&w.socket(), method, params);
     match v.get("error") {
         Some(e) => Err(format!("{method}: {e}")),
@@ -36,7 +36,7 @@ fn call(w: &World, method: &str, params: Value) -> Res<Value> {
 }
 
 /// The intent every bench plan belongs to, appended first.
-fn start_intent(w: &World, ctx: &Value) -> Res<()> {
+pub(crate) fn start_intent(w: &World, ctx: &Value) -> Res<()> {
     call(
         w,
         "ev.ledger.append",
@@ -54,7 +54,7 @@ fn event(i: usize, t: &str, payload: Value) -> Value {
 }
 
 /// One plan's life, four events (after its intent exists).
-fn plan_events(i: usize) -> Vec<Value> {
+pub(crate) fn plan_events(i: usize) -> Vec<Value> {
     let (intent, plan) = ("I-bench", format!("P-{i}"));
     vec![
         event(

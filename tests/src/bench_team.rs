@@ -5,6 +5,11 @@
 //!    `evctl receipts publish`, the whole process timed (fetch, gathering the notes, one
 //!    `git fast-import`, the push); the notes are removed from both sides between rounds. Then
 //!    100 more receipts, published on top (the everyday case after one CI run).
+//! 3. **the fleet's ledgers**: five hosts (clones of one bare remote, each its own store) each
+//!    fill a ledger of 100,000 events through evd and `evctl ledger publish` it; a sixth clone
+//!    fetches them all, then `evctl ledger verify --all-hosts` is timed the first time (every
+//!    copy read, verified and witnessed) and again (nothing new: the refs listed, nothing
+//!    read), and `evctl ledger query calibration --all-hosts` over the six ledgers.
 //! 2. **fetch → verdict at 10k ticks**: the generated 10k store is the developer's clone (a
 //!    warm evd, `evctl watch --json` running, the picked ground green); a CI clone of the same
 //!    history publishes a red (then a green) receipt at HEAD for every platform of the ground;
@@ -250,11 +255,131 @@ fn fetch_to_verdict(w: &World, report: &mut Report, summary: &mut Vec<String>) -
     Ok(())
 }
 
+const FLEET_HOSTS: usize = 5;
+const FLEET_EVENTS: usize = 100_000;
+
+/// An `evctl` run timed, as host `host`, failing unless it exits 0; returns its stdout.
+fn timed_evctl(w: &World, root: &Path, host: &str, args: &[&str]) -> Res<(Duration, String)> {
+    let t = Instant::now();
+    let out = w
+        .command(&w.bins.evctl)
+        .current_dir(root)
+        .args(args)
+        .env("EV_HOST_ID", host)
+        .output()
+        .map_err(|e| format!("evctl {args:?}: {e}"))?;
+    let took = t.elapsed();
+    if !out.status.success() {
+        return Err(format!(
+            "evctl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok((took, String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+fn fleet_ledgers(w: &World, report: &mut Report, summary: &mut Vec<String>) -> Res<()> {
+    use serde_json::{json, Value};
+    println!("\n-- the fleet's ledgers: {FLEET_HOSTS} hosts x {FLEET_EVENTS} events --");
+    let dir = tempfile::Builder::new()
+        .prefix("evfleet")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let root = dir.path();
+    git(w, root, &["init", "-q", "--bare", "-b", "main", "remote.git"])?;
+    let seed = root.join("seed");
+    git(w, root, &["clone", "-q", "remote.git", "seed"])?;
+    for (k, v) in [("user.name", "Bench"), ("user.email", "bench@example.invalid")] {
+        git(w, &seed, &["config", k, v])?;
+    }
+    w.evctl(&seed, &["init"])?;
+    std::fs::write(seed.join(".gitignore"), ".evolving/results/\n").map_err(|e| e.to_string())?;
+    git(w, &seed, &["add", "-A"])?;
+    git(w, &seed, &["commit", "-q", "-m", "store"])?;
+    git(w, &seed, &["push", "-q", "origin", "main"])?;
+    let clone = |name: &str| -> Res<std::path::PathBuf> {
+        git(w, root, &["clone", "-q", "remote.git", name])?;
+        let d = root.join(name);
+        for (k, v) in [("user.name", name), ("user.email", "bench@example.invalid")] {
+            git(w, &d, &["config", k, v])?;
+        }
+        w.evctl(&d, &["remote", "setup"])?;
+        Ok(d)
+    };
+    let t = Instant::now();
+    for h in 0..FLEET_HOSTS {
+        let host = format!("bench-host-{h}");
+        let d = clone(&host)?;
+        let ctx = json!({"store": std::fs::canonicalize(&d).map_err(|e| e.to_string())?.display().to_string()});
+        super::bench_ledger::start_intent(w, &ctx)?;
+        let mut n = 1;
+        let mut b = 0;
+        while n < FLEET_EVENTS {
+            let events: Vec<Value> = (0..250)
+                .flat_map(|k| super::bench_ledger::plan_events(h * 10_000_000 + b * 250 + k))
+                .take(FLEET_EVENTS - n)
+                .collect();
+            n += events.len();
+            b += 1;
+            super::bench_ledger::call(w, "ev.ledger.append", json!([{"context": ctx, "events": events}]))?;
+        }
+        timed_evctl(w, &d, &host, &["ledger", "publish"])?;
+    }
+    println!("  {FLEET_HOSTS} ledgers filled and published in {}", fmt_dur(t.elapsed()));
+    let fleet = clone("fleet")?;
+    git(w, &fleet, &["fetch", "-q"])?;
+    let (first, out) = timed_evctl(w, &fleet, "fleet", &["ledger", "verify", "--all-hosts"])?;
+    let accepted = out.lines().filter(|l| l.starts_with("host ") && l.contains(" ok: ")).count();
+    if accepted != FLEET_HOSTS {
+        return Err(format!("ledger verify --all-hosts accepted {accepted} hosts:\n{out}"));
+    }
+    println!("  first `ledger verify --all-hosts` (every copy read, verified, witnessed): {}", fmt_dur(first));
+    let mut again = Vec::new();
+    for _ in 0..ROUNDS * 2 {
+        again.push(timed_evctl(w, &fleet, "fleet", &["ledger", "verify", "--all-hosts"])?.0);
+    }
+    let again = report.add("fleet", "5x100k", "ledger verify --all-hosts, again", stats(again));
+    let mut query = Vec::new();
+    let mut rows = String::new();
+    for _ in 0..ROUNDS {
+        let (took, out) = timed_evctl(
+            w,
+            &fleet,
+            "fleet",
+            &["ledger", "query", "calibration", "--all-hosts", "--json"],
+        )?;
+        query.push(took);
+        rows = out;
+    }
+    let v: Value = serde_json::from_str(&rows).map_err(|e| format!("query: {e}: {rows}"))?;
+    let executions: u64 = v["rows"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|x| x["executions"].as_u64()).sum())
+        .unwrap_or(0);
+    let hosts = v["hosts"].as_array().map_or(0, Vec::len);
+    if hosts != FLEET_HOSTS + 1 {
+        return Err(format!("the fleet's query read {hosts} hosts: {rows}"));
+    }
+    let query = report.add("fleet", "5x100k", "ledger query calibration --all-hosts", stats(query));
+    summary.push(format!(
+        "team: {FLEET_HOSTS} hosts x {FLEET_EVENTS} events: `ledger query calibration --all-hosts` {} over {hosts} ledgers ({executions} executions in its rows; target ≤ 2 s); `ledger verify --all-hosts` again {} (target ≤ 100 ms), the first time {}",
+        fmt_dur(query.p50),
+        fmt_dur(again.p50),
+        fmt_dur(first)
+    ));
+    Ok(())
+}
+
 pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
     println!("\nteam: receipts through git notes (release build)");
     let mut summary = Vec::new();
-    publish_10k(w, report, &mut summary)?;
-    fetch_to_verdict(w, report, &mut summary)?;
+    if std::env::args().any(|a| a == "--only-fleet") {
+        fleet_ledgers(w, report, &mut summary)?;
+    } else {
+        publish_10k(w, report, &mut summary)?;
+        fetch_to_verdict(w, report, &mut summary)?;
+        fleet_ledgers(w, report, &mut summary)?;
+    }
     println!("\nteam summary ({} total):", fmt_dur(started.elapsed()));
     for s in summary {
         println!("{s}");

@@ -23,7 +23,9 @@
 //! 100k ticks beside upstream ev's own check (`--no-100k` skips the last; `tests/src/bench_follow.rs`).
 //! `evbench team` runs only the team section: publishing 10,000 receipts as git notes, and the
 //! time from a developer's `git fetch` to CI's verdict on the watch and in the state file at
-//! 10k ticks (`tests/src/bench_team.rs`; `--only 10k` is implied for the fixture).
+//! 10k ticks, and five hosts' 100,000-event ledgers verified and queried together
+//! (`tests/src/bench_team.rs`; `--only 10k` is implied for the fixture; `--only-fleet` runs
+//! the ledgers alone).
 //! `evbench store` runs only the store section: evd's RSS holding a 1k, 10k and 100k-tick store
 //! with its verdicts, `verify` cold and repeated, `list` and a warm `check`, each next to
 //! upstream `ev` 0.1.32 on the same store (capped; see `tests/src/bench_store.rs`).
