@@ -55,8 +55,12 @@ pub enum ReceiptsAction {
     /// plain `git fetch`, and evd takes in the receipts for commits of HEAD's history within
     /// a second: `not-run (missing: linux-ci)` becomes CI's verdict without a command.
     ///
+    /// --sign signs each notes commit (`git commit-tree -S`, with this repository's signing
+    /// settings: user.signingkey, gpg.format), for clones that trust this host only when
+    /// signed (`evctl receipts trust HOST --signer KEY`).
+    ///
     /// Examples:
-    ///   EV_HOST_ID=ci-linux evctl receipts publish
+    ///   EV_HOST_ID=ci-linux evctl receipts publish --sign
     ///   evctl receipts publish --remote upstream
     #[command(verbatim_doc_comment)]
     Publish {
@@ -64,6 +68,9 @@ pub enum ReceiptsAction {
         /// the only remote).
         #[arg(long, value_name = "REMOTE")]
         remote: Option<String>,
+        /// Sign the notes commits (git's own signing settings).
+        #[arg(long)]
+        sign: bool,
     },
     /// What came in through git: the notes read, receipts imported, waiting, untrusted,
     /// and any notes ref found rewritten rather than extended.
@@ -75,8 +82,16 @@ pub enum ReceiptsAction {
     /// shown by `evctl receipts status` but never gate and never turn a verdict green. The list
     /// is `trusted_hosts` in .evolving/config: commit it, and the team shares it.
     ///
+    /// --signer KEY also asks that host's notes commits to carry a good signature by KEY, as
+    /// git verifies it here (`git log --format=%G?`; for SSH keys, gpg.ssh.allowedSignersFile
+    /// must name the key): a fingerprint (SHA256:… for SSH), a key id or a signer, as
+    /// `git log --format='%GF %GK %GS'` shows them. Give it again for another key. Receipts
+    /// in notes commits without such a signature are shown but never count. The list is
+    /// `trusted_signers` in .evolving/config.
+    ///
     /// Examples:
     ///   evctl receipts trust ci-linux
+    ///   evctl receipts trust ci-linux --signer SHA256:9mVp9ghbyLzCZjGpd8iBPIcVmQcYm0zcZ01rV4Bb7SE
     ///   evctl receipts trust --everyone      # back to every publisher
     #[command(verbatim_doc_comment)]
     Trust {
@@ -86,6 +101,9 @@ pub enum ReceiptsAction {
         /// Trust every publisher again (removes the list).
         #[arg(long, conflicts_with = "host")]
         everyone: bool,
+        /// Count that host's receipts only in notes commits signed by this key.
+        #[arg(long, value_name = "KEY", conflicts_with = "everyone")]
+        signer: Option<String>,
     },
     /// Stop trusting a publishing host (its receipts stop counting at the next check).
     Untrust {
@@ -111,17 +129,21 @@ pub enum RemoteAction {
 
 pub async fn receipts(s: &mut Session, action: ReceiptsAction) -> Out {
     match action {
-        ReceiptsAction::Publish { remote } => publish(s, remote).await,
+        ReceiptsAction::Publish { remote, sign } => publish(s, remote, sign).await,
         ReceiptsAction::Status => status(s).await,
-        ReceiptsAction::Trust { host, everyone } => {
+        ReceiptsAction::Trust {
+            host,
+            everyone,
+            signer,
+        } => {
             let host = if everyone {
                 "*".to_string()
             } else {
                 host.unwrap_or_default()
             };
-            trust(s, host, true).await
+            trust(s, host, true, signer).await
         }
-        ReceiptsAction::Untrust { host } => trust(s, host, false).await,
+        ReceiptsAction::Untrust { host } => trust(s, host, false, None).await,
     }
 }
 
@@ -270,7 +292,7 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(base + jitter)
 }
 
-async fn publish(s: &mut Session, remote: Option<String>) -> Out {
+async fn publish(s: &mut Session, remote: Option<String>, sign: bool) -> Out {
     let json = s.json;
     let root = s.root(true);
     let (remote, host, by) = match publisher(&root, remote) {
@@ -295,11 +317,19 @@ async fn publish(s: &mut Session, remote: Option<String>) -> Out {
                 local_write(&ctx, |st| evd::api::receipts_publish(st, &req))
             })
             .await;
-        let r = match r {
+        let mut r = match r {
             Ok(r) => r,
             Err(e) => return render::refusal(&e, json),
         };
         added += r.added;
+        if sign && r.push {
+            if let Some(c) = r.commit.clone() {
+                match sign_notes_commit(&root, &c) {
+                    Ok(signed) => r.commit = Some(signed),
+                    Err(e) => return render::refusal(&Refusal::io(e), json),
+                }
+            }
+        }
         if !r.push {
             last = Some(r);
             break;
@@ -414,6 +444,9 @@ fn render_status(v: &ReceiptsStatus, json: bool) -> Out {
             Some(h) => h.join(", "),
         }
     ));
+    if !v.signers.is_empty() {
+        out.line(format!("signed     {}", signed_said(&v.signers)));
+    }
     if v.sources.is_empty() {
         out.line(format!(
             "notes      none yet ({NOTES_REF}: `evctl receipts publish` writes it, `git fetch` brings it once `evctl remote setup` ran)"
@@ -482,12 +515,13 @@ fn render_status(v: &ReceiptsStatus, json: bool) -> Out {
     out
 }
 
-async fn trust(s: &mut Session, host: String, trust: bool) -> Out {
+async fn trust(s: &mut Session, host: String, trust: bool, signer: Option<String>) -> Out {
     let ctx = s.context(true, Needs::default());
     let req = TrustRequest {
         context: ctx.clone(),
         host,
         trust,
+        signer,
     };
     let r = s
         .write(rpc!(req, receipts_trust), || {
@@ -501,11 +535,14 @@ async fn trust(s: &mut Session, host: String, trust: bool) -> Out {
             out.json(v);
             return out;
         }
-        let who = match &v.trusted {
+        let mut who = match &v.trusted {
             None => "every publisher's receipts count".to_string(),
             Some(h) if h.is_empty() => "no publisher's receipts count".to_string(),
             Some(h) => format!("only receipts published by {} count", h.join(", ")),
         };
+        if !v.signers.is_empty() {
+            who.push_str(&format!(", signed as {}", signed_said(&v.signers)));
+        }
         if v.changed {
             out.line(format!(
                 "{who} (.evolving/config: commit it so the team shares it)"
@@ -515,6 +552,105 @@ async fn trust(s: &mut Session, host: String, trust: bool) -> Out {
         }
         out
     })
+}
+
+/// `HOST=KEY` entries in words: "ci-linux by KEY or KEY2; ci-2 by KEY3".
+fn signed_said(entries: &[String]) -> String {
+    let mut by: Vec<(String, Vec<String>)> = Vec::new();
+    for e in entries {
+        let (h, k) = e.split_once('=').unwrap_or((e.as_str(), ""));
+        match by.iter_mut().find(|(x, _)| x == h) {
+            Some((_, keys)) => keys.push(k.to_string()),
+            None => by.push((h.to_string(), vec![k.to_string()])),
+        }
+    }
+    by.iter()
+        .map(|(h, keys)| format!("{h} by {}", keys.join(" or ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Sign the notes commit `commit` (the notes ref's tip, unsigned as evd wrote it): the same
+/// tree, parents, author and message, signed with git's own settings (`commit-tree -S`), and
+/// the notes ref moved to it from `commit` only. Returns the signed commit.
+fn sign_notes_commit(root: &Path, commit: &str) -> Result<String, String> {
+    let (ok, raw, err) = git_run(root, &["cat-file", "commit", commit], child::git_timeout())?;
+    if !ok {
+        return Err(format!("git cat-file commit {commit}: {err}"));
+    }
+    let (head, message) = raw.split_once("\n\n").unwrap_or((raw.as_str(), ""));
+    if head.lines().any(|l| l.starts_with("gpgsig")) {
+        return Ok(commit.to_string());
+    }
+    let mut args: Vec<String> = vec!["commit-tree".into(), "-S".into()];
+    let mut envs: Vec<(&str, String)> = Vec::new();
+    let mut tree = None;
+    for l in head.lines() {
+        if let Some(t) = l.strip_prefix("tree ") {
+            tree = Some(t.to_string());
+        } else if let Some(p) = l.strip_prefix("parent ") {
+            args.push("-p".into());
+            args.push(p.to_string());
+        } else if let Some((kind, who)) = l
+            .strip_prefix("author ")
+            .map(|w| ("AUTHOR", w))
+            .or_else(|| l.strip_prefix("committer ").map(|w| ("COMMITTER", w)))
+        {
+            // "Name <email> 1700000000 +0000"
+            let (name, rest) = who.split_once(" <").unwrap_or((who, ""));
+            let (email, date) = rest.split_once("> ").unwrap_or((rest, ""));
+            envs.push((
+                if kind == "AUTHOR" {
+                    "GIT_AUTHOR_NAME"
+                } else {
+                    "GIT_COMMITTER_NAME"
+                },
+                name.to_string(),
+            ));
+            envs.push((
+                if kind == "AUTHOR" {
+                    "GIT_AUTHOR_EMAIL"
+                } else {
+                    "GIT_COMMITTER_EMAIL"
+                },
+                email.to_string(),
+            ));
+            envs.push((
+                if kind == "AUTHOR" {
+                    "GIT_AUTHOR_DATE"
+                } else {
+                    "GIT_COMMITTER_DATE"
+                },
+                date.to_string(),
+            ));
+        }
+    }
+    let Some(tree) = tree else {
+        return Err(format!("{commit} is not a commit git could read"));
+    };
+    args.insert(2, tree);
+    args.push("-m".into());
+    args.push(message.trim_end_matches('\n').to_string());
+    let mut cmd = Command::new("git");
+    cmd.current_dir(root).args(&args).envs(envs);
+    let out = child::output(&mut cmd, network_timeout())
+        .map_err(|e| format!("git commit-tree -S: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "signing the notes commit failed (git commit-tree -S: {}); set user.signingkey (and gpg.format) for this repository, or publish without --sign",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let signed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (ok, _, err) = git_run(
+        root,
+        &["update-ref", NOTES_REF, &signed, commit],
+        child::git_timeout(),
+    )?;
+    if !ok {
+        return Err(format!("git update-ref {NOTES_REF}: {err}"));
+    }
+    Ok(signed)
 }
 
 /// The refspec that brings every host's published ledger.

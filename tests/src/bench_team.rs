@@ -286,10 +286,17 @@ fn fleet_ledgers(w: &World, report: &mut Report, summary: &mut Vec<String>) -> R
         .tempdir()
         .map_err(|e| e.to_string())?;
     let root = dir.path();
-    git(w, root, &["init", "-q", "--bare", "-b", "main", "remote.git"])?;
+    git(
+        w,
+        root,
+        &["init", "-q", "--bare", "-b", "main", "remote.git"],
+    )?;
     let seed = root.join("seed");
     git(w, root, &["clone", "-q", "remote.git", "seed"])?;
-    for (k, v) in [("user.name", "Bench"), ("user.email", "bench@example.invalid")] {
+    for (k, v) in [
+        ("user.name", "Bench"),
+        ("user.email", "bench@example.invalid"),
+    ] {
         git(w, &seed, &["config", k, v])?;
     }
     w.evctl(&seed, &["init"])?;
@@ -321,24 +328,44 @@ fn fleet_ledgers(w: &World, report: &mut Report, summary: &mut Vec<String>) -> R
                 .collect();
             n += events.len();
             b += 1;
-            super::bench_ledger::call(w, "ev.ledger.append", json!([{"context": ctx, "events": events}]))?;
+            super::bench_ledger::call(
+                w,
+                "ev.ledger.append",
+                json!([{"context": ctx, "events": events}]),
+            )?;
         }
         timed_evctl(w, &d, &host, &["ledger", "publish"])?;
     }
-    println!("  {FLEET_HOSTS} ledgers filled and published in {}", fmt_dur(t.elapsed()));
+    println!(
+        "  {FLEET_HOSTS} ledgers filled and published in {}",
+        fmt_dur(t.elapsed())
+    );
     let fleet = clone("fleet")?;
     git(w, &fleet, &["fetch", "-q"])?;
     let (first, out) = timed_evctl(w, &fleet, "fleet", &["ledger", "verify", "--all-hosts"])?;
-    let accepted = out.lines().filter(|l| l.starts_with("host ") && l.contains(" ok: ")).count();
+    let accepted = out
+        .lines()
+        .filter(|l| l.starts_with("host ") && l.contains(" ok: "))
+        .count();
     if accepted != FLEET_HOSTS {
-        return Err(format!("ledger verify --all-hosts accepted {accepted} hosts:\n{out}"));
+        return Err(format!(
+            "ledger verify --all-hosts accepted {accepted} hosts:\n{out}"
+        ));
     }
-    println!("  first `ledger verify --all-hosts` (every copy read, verified, witnessed): {}", fmt_dur(first));
+    println!(
+        "  first `ledger verify --all-hosts` (every copy read, verified, witnessed): {}",
+        fmt_dur(first)
+    );
     let mut again = Vec::new();
     for _ in 0..ROUNDS * 2 {
         again.push(timed_evctl(w, &fleet, "fleet", &["ledger", "verify", "--all-hosts"])?.0);
     }
-    let again = report.add("fleet", "5x100k", "ledger verify --all-hosts, again", stats(again));
+    let again = report.add(
+        "fleet",
+        "5x100k",
+        "ledger verify --all-hosts, again",
+        stats(again),
+    );
     let mut query = Vec::new();
     let mut rows = String::new();
     for _ in 0..ROUNDS {
@@ -360,7 +387,12 @@ fn fleet_ledgers(w: &World, report: &mut Report, summary: &mut Vec<String>) -> R
     if hosts != FLEET_HOSTS + 1 {
         return Err(format!("the fleet's query read {hosts} hosts: {rows}"));
     }
-    let query = report.add("fleet", "5x100k", "ledger query calibration --all-hosts", stats(query));
+    let query = report.add(
+        "fleet",
+        "5x100k",
+        "ledger query calibration --all-hosts",
+        stats(query),
+    );
     summary.push(format!(
         "team: {FLEET_HOSTS} hosts x {FLEET_EVENTS} events: `ledger query calibration --all-hosts` {} over {hosts} ledgers ({executions} executions in its rows; target ≤ 2 s); `ledger verify --all-hosts` again {} (target ≤ 100 ms), the first time {}",
         fmt_dur(query.p50),

@@ -778,3 +778,125 @@ fn the_fleet_is_queried_together_and_a_rewritten_tail_is_caught_by_a_host_that_n
         "{r:?}"
     );
 }
+
+#[test]
+fn a_host_trusted_only_when_signed_counts_only_in_signed_notes_commits() {
+    let dev_w = World::new();
+    let team = Team::new(&dev_w);
+    let dev = team.clone(&dev_w, "dev");
+    let ci_w = host("ci-linux");
+    let ci = team.clone(&ci_w, "ci");
+    // CI signs with an SSH key; the developer's clone verifies with it (allowed signers).
+    let keys = team.dir.path().join("keys");
+    std::fs::create_dir_all(&keys).expect("mkdir");
+    let key = keys.join("ci");
+    let made = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "ci@example.invalid",
+            "-f",
+        ])
+        .arg(&key)
+        .status()
+        .expect("ssh-keygen (openssh-client) is needed for this test");
+    assert!(made.success());
+    let public = std::fs::read_to_string(keys.join("ci.pub")).expect("public key");
+    let listed = Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(keys.join("ci.pub"))
+        .output()
+        .expect("ssh-keygen -lf");
+    let fingerprint = String::from_utf8_lossy(&listed.stdout)
+        .split_whitespace()
+        .nth(1)
+        .expect("fingerprint")
+        .to_string();
+    assert!(fingerprint.starts_with("SHA256:"), "{fingerprint}");
+    std::fs::write(keys.join("allowed"), format!("ci@example.invalid {public}")).expect("write");
+    run_git(&ci, &["config", "gpg.format", "ssh"]);
+    run_git(&ci, &["config", "user.signingkey", &key.to_string_lossy()]);
+    run_git(
+        &dev,
+        &[
+            "config",
+            "gpg.ssh.allowedSignersFile",
+            &keys.join("allowed").to_string_lossy(),
+        ],
+    );
+    let r = dev_w
+        .evctl(
+            &dev,
+            &["receipts", "trust", "ci-linux", "--signer", &fingerprint],
+        )
+        .ok();
+    assert!(
+        r.stdout.starts_with(&format!(
+            "only receipts published by ci-linux count, signed as ci-linux by {fingerprint}"
+        )),
+        "{r:?}"
+    );
+    let config = std::fs::read_to_string(dev.join(".evolving/config")).expect("config");
+    assert!(
+        config.contains(&format!("trusted_signers = [\"ci-linux={fingerprint}\"]")),
+        "{config}"
+    );
+    // An unsigned publish from ci-linux: shown, never counted.
+    run_and_publish(&ci_w, &ci, false);
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(r.stdout.starts_with("not-run\t"), "{r:?}");
+    let r = dev_w.evctl(&dev, &["receipts", "status"]).ok();
+    assert!(
+        r.stdout
+            .contains(&format!("signed     ci-linux by {fingerprint}")),
+        "{r:?}"
+    );
+    assert!(
+        r.stdout.contains("UNTRUSTED") || r.stdout.contains("untrusted"),
+        "{r:?}"
+    );
+    // Signed: the red counts.
+    std::thread::sleep(Duration::from_millis(20));
+    ci_w.evctl(&ci, &["check", "--run", "--platform", "linux-ci"]);
+    let r = ci_w.evctl(&ci, &["receipts", "publish", "--sign"]).ok();
+    assert!(
+        r.stdout.starts_with("published 1 receipt from ci-linux"),
+        "{r:?}"
+    );
+    let tip = run_git(&ci, &["rev-parse", "refs/notes/evolving-receipts"]);
+    let raw = run_git(&ci, &["cat-file", "commit", &tip]);
+    assert!(
+        raw.contains("gpgsig -----BEGIN SSH SIGNATURE-----"),
+        "{raw}"
+    );
+    run_git(&dev, &["fetch", "-q"]);
+    let r = dev_w.evctl(&dev, &["check"]);
+    assert!(r.stdout.starts_with("red\t"), "{r:?}");
+    // Another key listed instead: the config and status say so.
+    dev_w.evctl(&dev, &["receipts", "untrust", "ci-linux"]).ok();
+    dev_w
+        .evctl(
+            &dev,
+            &[
+                "receipts",
+                "trust",
+                "ci-linux",
+                "--signer",
+                "SHA256:someone-else",
+            ],
+        )
+        .ok();
+    let config = std::fs::read_to_string(dev.join(".evolving/config")).expect("config");
+    assert!(!config.contains(&fingerprint), "{config}");
+    let r = dev_w.evctl(&dev, &["receipts", "status"]).ok();
+    assert!(
+        r.stdout
+            .contains("signed     ci-linux by SHA256:someone-else"),
+        "{r:?}"
+    );
+}

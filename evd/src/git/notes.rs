@@ -197,6 +197,48 @@ pub struct Introduced {
     pub by: String,
 }
 
+/// What git reports of each of `commits`' signatures: `%G?` and, for a good one (`G`, `U`),
+/// the names it goes by (key fingerprint, primary key fingerprint, signer, key id: `%GF`,
+/// `%GP`, `%GS`, `%GK`, those git gives). Verifying uses the repository's own settings (for
+/// SSH, `gpg.ssh.allowedSignersFile`); a commit git cannot verify reads as unsigned (`N`).
+pub fn signatures(
+    root: &Path,
+    commits: &[String],
+) -> Result<HashMap<String, (String, Vec<String>)>, String> {
+    let mut found = HashMap::new();
+    // A few hundred at a time: each signature checked is a gpg or ssh-keygen process.
+    for chunk in commits.chunks(256) {
+        let mut args: Vec<&str> = vec![
+            "log",
+            "--no-walk=unsorted",
+            "--format=%x01%H%x02%G?%x02%GF%x02%GP%x02%GS%x02%GK",
+        ];
+        args.extend(chunk.iter().map(String::as_str));
+        args.push("--");
+        let out = run(root, &args, Vec::new())?;
+        let text = String::from_utf8_lossy(&out);
+        for rec in text.split('\u{1}').filter(|r| !r.trim().is_empty()) {
+            let f: Vec<&str> = rec.trim_end_matches('\n').split('\u{2}').collect();
+            let (Some(sha), Some(status)) = (f.first(), f.get(1)) else {
+                continue;
+            };
+            let good = matches!(*status, "G" | "U");
+            let names: Vec<String> = if good {
+                f[2..]
+                    .iter()
+                    .map(|n| n.trim())
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            found.insert(sha.trim().to_string(), (status.to_string(), names));
+        }
+    }
+    Ok(found)
+}
+
 /// A note a commit changed: the annotated object, its blob before and after.
 type Changed = (String, String, String);
 

@@ -14,7 +14,96 @@ pub struct Config {
     /// Whose published receipts may turn a verdict (`trusted_hosts`, evd's own key: upstream
     /// ignores keys it does not read).
     pub trust: Trust,
+    /// Which signers a host's notes commits must be signed by for its receipts to count
+    /// (`trusted_signers`, evd's own key).
+    pub signers: Signers,
 }
+
+/// The `trusted_signers` key: `["HOST=KEY", …]`. A host named there counts only for notes
+/// commits git reports a good signature on (`%G?` `G` or `U`) whose key fingerprint, primary
+/// key fingerprint, key id or signer (`%GF`, `%GP`, `%GK`, `%GS`) is one of its keys. Absent,
+/// no signature is asked for; present but unreadable, no publisher counts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Signers {
+    #[default]
+    Unset,
+    Only(std::collections::BTreeMap<String, Vec<String>>),
+    Unreadable(String),
+}
+
+impl Signers {
+    /// The keys `host`'s notes commits must be signed with, if any are asked for.
+    pub fn required(&self, host: &str) -> Option<&[String]> {
+        match self {
+            Signers::Only(m) => m.get(host).map(Vec::as_slice),
+            _ => None,
+        }
+    }
+
+    /// Whether anything at all is asked of signatures.
+    pub fn any(&self) -> bool {
+        !matches!(self, Signers::Unset)
+    }
+
+    /// Whether a notes commit by `host`, signed as `signature` says (`None`: not looked at or
+    /// no good signature), counts.
+    pub fn allows(&self, host: &str, signature: Option<&[String]>) -> bool {
+        match self {
+            Signers::Unset => true,
+            Signers::Unreadable(_) => false,
+            Signers::Only(m) => match m.get(host) {
+                None => true,
+                Some(keys) => signature.is_some_and(|sig| sig.iter().any(|k| keys.contains(k))),
+            },
+        }
+    }
+
+    /// As the config line holds them: `HOST=KEY` each, sorted.
+    pub fn entries(&self) -> Vec<String> {
+        match self {
+            Signers::Only(m) => m
+                .iter()
+                .flat_map(|(h, keys)| keys.iter().map(move |k| format!("{h}={k}")))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn parse(value: Option<&str>) -> Signers {
+        let Some(v) = value else {
+            return Signers::Unset;
+        };
+        let bad = || {
+            Signers::Unreadable(format!(
+                "{TRUSTED_SIGNERS} = {v} is not a list of quoted \"HOST=KEY\" entries: no published receipt is trusted until it is fixed"
+            ))
+        };
+        let Ok(entries) = serde_json::from_str::<Vec<String>>(v) else {
+            return bad();
+        };
+        let mut m: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for e in entries {
+            let Some((h, k)) = e.split_once('=') else {
+                return bad();
+            };
+            let (h, k) = (h.trim(), k.trim());
+            if h.is_empty() || k.is_empty() {
+                return bad();
+            }
+            let keys = m.entry(h.to_string()).or_default();
+            if !keys.iter().any(|x| x == k) {
+                keys.push(k.to_string());
+            }
+        }
+        for keys in m.values_mut() {
+            keys.sort();
+        }
+        Signers::Only(m)
+    }
+}
+
+/// The config key [`Signers`] is read from.
+pub const TRUSTED_SIGNERS: &str = "trusted_signers";
 
 /// The `trusted_hosts` key: absent, every publisher counts (upstream trusts any receipt
 /// writer); a list, only those hosts; present but unreadable, no publisher (a typo must not
@@ -66,6 +155,7 @@ impl Default for Config {
             staleness_ref: "live-origin".into(),
             brief_limit: 10,
             trust: Trust::Everyone,
+            signers: Signers::Unset,
         }
     }
 }
@@ -100,6 +190,7 @@ impl Config {
             staleness_ref,
             brief_limit: num("brief_limit", d.brief_limit),
             trust: Trust::parse(lookup(text, TRUSTED_HOSTS)),
+            signers: Signers::parse(lookup(text, TRUSTED_SIGNERS)),
         }
     }
 }
@@ -132,6 +223,23 @@ mod tests {
         assert!(c.trust.allows("ci-1") && !c.trust.allows("laptop"));
         let broken = Config::parse(Some("trusted_hosts = ci-1\n"));
         assert!(matches!(broken.trust, Trust::Unreadable(_)));
+        let c = Config::parse(Some(
+            "trusted_signers = [\"ci-1=SHA256:b\", \"ci-1=SHA256:a\", \"ci-2=ci@x\"]\n",
+        ));
+        assert_eq!(
+            c.signers.entries(),
+            ["ci-1=SHA256:a", "ci-1=SHA256:b", "ci-2=ci@x"]
+        );
+        let good = vec!["SHA256:a".to_string(), "ci@y".to_string()];
+        assert!(c.signers.allows("ci-1", Some(&good)));
+        assert!(!c.signers.allows("ci-1", None), "unsigned");
+        assert!(!c.signers.allows("ci-2", Some(&good)), "another key");
+        assert!(c.signers.allows("dev-3", None), "no signature asked of it");
+        for bad in ["[\"ci-1\"]", "ci-1=x", "[\"=x\"]"] {
+            let c = Config::parse(Some(&format!("trusted_signers = {bad}\n")));
+            assert!(matches!(c.signers, Signers::Unreadable(_)), "{bad}");
+            assert!(!c.signers.allows("dev-3", None));
+        }
         assert!(!broken.trust.allows("ci-1"));
     }
 }

@@ -92,6 +92,9 @@ pub struct ReceiptsStatus {
     /// The hosts whose receipts may turn a verdict; `None`: every publisher's (empty: none,
     /// as when the config's list cannot be read).
     pub trusted: Option<Vec<String>>,
+    /// The signatures asked of hosts' notes commits, `HOST=KEY` each (`trusted_signers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signers: Vec<String>,
     /// Each notes ref read, with its commit.
     pub sources: Vec<NotesSource>,
     /// Receipts written into `results/receipts/` from the notes, in all.
@@ -121,8 +124,12 @@ pub struct NotesSource {
 pub struct TrustRequest {
     pub context: Context,
     pub host: String,
-    /// `true`: add it; `false`: remove it.
+    /// `true`: add it; `false`: remove it (and every signer asked of it).
     pub trust: bool,
+    /// With `trust`: its notes commits must also carry a good signature by this key (a key
+    /// fingerprint, primary key fingerprint, key id or signer, as git reports them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -131,6 +138,9 @@ pub struct TrustResult {
     /// The trusted hosts now; `None`: every publisher's receipts count.
     pub trusted: Option<Vec<String>>,
     pub changed: bool,
+    /// The signatures asked for now, `HOST=KEY` each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signers: Vec<String>,
 }
 
 /// `ev.ledger.publish`: this host's event ledger as `refs/evolving/ledger/<host>` (a commit

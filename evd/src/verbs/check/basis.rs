@@ -110,7 +110,7 @@ pub(super) fn basis(
     store.refresh()?;
     let t1 = t0.elapsed();
     // Receipts a fetch brought through git land in results/receipts/ before they are read.
-    let said = crate::verbs::receipts::catch_up(store, &config.trust);
+    let said = crate::verbs::receipts::catch_up(store, config);
     if store.import_warnings.len() < 20 {
         store.import_warnings.extend(said);
     }

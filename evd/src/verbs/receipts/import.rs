@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::git::notes::{self, Introduced};
 use crate::open::OpenStore;
-use crate::store::config::Trust;
+use crate::store::config::{Config, Trust};
 use crate::sys::fsio;
 
 /// What was read last, under `results/imports/`.
@@ -194,7 +194,7 @@ fn common(store: &mut OpenStore) -> Option<PathBuf> {
 /// Bring in what the notes refs hold that this store has not taken yet; cheap (a few `stat`s)
 /// while nothing moved. A problem is a warning: the verdicts are then those of the receipts
 /// already here, never none. `trust` is the config's, as the caller already read it.
-pub fn catch_up(store: &mut OpenStore, trust: &Trust) -> Vec<Warning> {
+pub fn catch_up(store: &mut OpenStore, config: &Config) -> Vec<Warning> {
     let Some(common) = common(store) else {
         return Vec::new();
     };
@@ -202,7 +202,7 @@ pub fn catch_up(store: &mut OpenStore, trust: &Trust) -> Vec<Warning> {
         // Moving right now: read them, and do not remember the stamp.
         return run(store, None);
     };
-    let trust = format!("{trust:?}");
+    let trust = trust_key(config);
     let root = store.root().to_path_buf();
     // HEAD matters only while receipts wait for it.
     let memo_key = |waiting: bool, head: Option<&str>| {
@@ -321,7 +321,21 @@ fn survey(store: &mut OpenStore, seen: &mut Seen) -> Result<Survey, String> {
     }
     seen.walked = shas.clone();
     let (all, refused) = notes::union(&root, &shas)?;
-    let trust = store.config().trust;
+    let config = store.config();
+    let trust = config.trust;
+    let signers = config.signers;
+    let signed = if signers.any() {
+        let wanted: BTreeSet<String> = all
+            .values()
+            .flatten()
+            .filter_map(|l| origins.get(l.trim_end()))
+            .filter(|o| signers.required(&o.host).is_some())
+            .map(|o| o.notes_commit.clone())
+            .collect();
+        signatures(store, &root, wanted)?
+    } else {
+        HashMap::new()
+    };
     let head = head_of(store, &root);
     let history = match (&head, all.is_empty()) {
         (Some(h), false) => notes::history(&root, h, HISTORY)?,
@@ -347,7 +361,8 @@ fn survey(store: &mut OpenStore, seen: &mut Seen) -> Result<Survey, String> {
                 .get(line.trim_end())
                 .cloned()
                 .unwrap_or_else(unknown_origin);
-            if !trust.allows(&origin.host) {
+            let signature = signed.get(&origin.notes_commit).map(Vec::as_slice);
+            if !trust.allows(&origin.host) || !signers.allows(&origin.host, signature) {
                 s.untrusted.extend(published(line, &origin));
             } else if !history.contains(commit) {
                 s.waiting += 1;
@@ -360,6 +375,64 @@ fn survey(store: &mut OpenStore, seen: &mut Seen) -> Result<Survey, String> {
         }
     }
     Ok(s)
+}
+
+/// The trust an import is made under, as remembered with it (a change reads everything again).
+fn trust_key(config: &Config) -> String {
+    format!("{:?}{:?}", config.trust, config.signers)
+}
+
+/// What git reported of notes commits' signatures, by commit, under `results/imports/`
+/// (definite answers only: a commit git could not verify, for want of a key or of its
+/// settings, is asked again next time).
+const SIGNATURES: &str = "notes-signatures.json";
+/// The most signatures remembered.
+const MAX_SIGNATURES: usize = 100_000;
+
+/// The names each of `commits`' good signatures goes by (a commit without a good signature is
+/// left out), remembered between imports.
+fn signatures(
+    store: &OpenStore,
+    root: &Path,
+    commits: BTreeSet<String>,
+) -> Result<HashMap<String, Vec<String>>, String> {
+    let path = imports_dir(store).join(SIGNATURES);
+    let mut known: BTreeMap<String, (String, Vec<String>)> = fsio::read_text_opt(&path)
+        .ok()
+        .flatten()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let ask: Vec<String> = commits
+        .iter()
+        .filter(|c| !known.contains_key(*c))
+        .cloned()
+        .collect();
+    if !ask.is_empty() {
+        let found = notes::signatures(root, &ask)?;
+        let mut added = false;
+        for (c, (status, names)) in found {
+            if matches!(status.as_str(), "N" | "E") || known.len() >= MAX_SIGNATURES {
+                continue;
+            }
+            known.insert(c, (status, names));
+            added = true;
+        }
+        if added {
+            let dir = imports_dir(store);
+            fsio::ensure_dir(&dir).map_err(|e| format!("results/imports: {e}"))?;
+            let tmp = store.tmp_dir().map_err(|r| r.message)?;
+            let text = serde_json::to_string(&known).map_err(|e| e.to_string())?;
+            fsio::replace_atomically(&tmp, &path, text.as_bytes())
+                .map_err(|e| format!("results/imports/{SIGNATURES}: {e}"))?;
+        }
+    }
+    Ok(commits
+        .into_iter()
+        .filter_map(|c| {
+            let (status, names) = known.get(&c)?;
+            matches!(status.as_str(), "G" | "U").then(|| (c, names.clone()))
+        })
+        .collect())
 }
 
 /// Rewrites since the refs were last read: a ref whose commit does not descend from the one
@@ -450,7 +523,7 @@ fn import(store: &mut OpenStore, stamp: Option<String>) -> Result<(Seen, Vec<War
     // nothing to take in (the stamp alone is brought up to date).
     let tips: std::collections::BTreeMap<String, String> =
         notes::tips(&root)?.into_iter().collect();
-    let trust = format!("{:?}", store.config().trust);
+    let trust = trust_key(&store.config());
     if seen.tips == tips && seen.trust == trust && !tips.is_empty() {
         let head = head_of(store, &root);
         if seen.waiting == 0 || seen.head == head {
@@ -532,7 +605,7 @@ fn import(store: &mut OpenStore, stamp: Option<String>) -> Result<(Seen, Vec<War
         .collect();
     seen.head = s.head.clone();
     seen.waiting = s.waiting;
-    seen.trust = format!("{:?}", store.config().trust);
+    seen.trust = trust_key(&store.config());
     seen.imported += imported;
     seen.refused = s.refused;
     save_seen(store, &seen)?;
@@ -618,7 +691,7 @@ pub fn origin_notes(store: &mut OpenStore, eval: &crate::memo::check::Evaluation
 /// `ev.receipts.status`.
 pub fn status(store: &mut OpenStore) -> Result<proto::rpc::ReceiptsStatus, proto::rpc::Refusal> {
     store.require()?;
-    let mut warnings = catch_up(store, &store.config().trust);
+    let mut warnings = catch_up(store, &store.config());
     let mut seen = load_seen(store).unwrap_or_default();
     let trusted = match store.config().trust {
         Trust::Everyone => None,
@@ -631,6 +704,13 @@ pub fn status(store: &mut OpenStore) -> Result<proto::rpc::ReceiptsStatus, proto
             Some(Vec::new())
         }
     };
+    let signers = store.config().signers;
+    if let crate::store::config::Signers::Unreadable(why) = &signers {
+        warnings.push(Warning {
+            kind: "trusted_signers".into(),
+            message: format!("warning: {why}"),
+        });
+    }
     let s = if common(store).is_some() {
         survey(store, &mut seen).map_err(proto::rpc::Refusal::io)?
     } else {
@@ -645,6 +725,7 @@ pub fn status(store: &mut OpenStore) -> Result<proto::rpc::ReceiptsStatus, proto
     };
     Ok(proto::rpc::ReceiptsStatus {
         trusted,
+        signers: signers.entries(),
         sources: s.sources,
         imported: seen.imported,
         waiting: s.waiting,
