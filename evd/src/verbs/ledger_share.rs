@@ -264,7 +264,6 @@ fn judge_all(store: &mut OpenStore, own: &str) -> Result<HostsLedgers, Refusal> 
     let root = store.root().to_path_buf();
     let refs = refs(store)?;
     let mut known = load_known(store);
-    let mut bytes_of: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut out: Vec<Candidate> = Vec::new();
     for (remote, host, commit) in &refs.fetched {
         let seen = refs.seen.get(&(remote.clone(), host.clone())).cloned();
@@ -318,7 +317,6 @@ fn judge_all(store: &mut OpenStore, own: &str) -> Result<HostsLedgers, Refusal> 
                         c.already = j == Judged::Same;
                         known.copies.insert(commit.clone(), f.clone());
                         c.facts = Some(f);
-                        bytes_of.insert(commit.clone(), bytes);
                     }
                 }
             }
@@ -443,9 +441,15 @@ fn judge_all(store: &mut OpenStore, own: &str) -> Result<HostsLedgers, Refusal> 
             }
         }
         if fault.is_none() && !wanted.is_empty() {
-            let bytes = match bytes_of.get(&commit) {
-                Some(b) => b.clone(),
-                None => ledger_refs::ledger_bytes(&root, &commit).unwrap_or_default(),
+            // Read again rather than kept from the judgement: a fleet's copies are long, and
+            // holding every one at once is what a daemon must not do.
+            let bytes = match ledger_refs::ledger_bytes(&root, &commit) {
+                Ok(b) => b,
+                Err(e) => {
+                    o.facts = None;
+                    refuse(&mut o.row, "broken", None, format!("cannot be read: {e}"));
+                    continue;
+                }
             };
             let hashes = witness::hashes_at(&String::from_utf8_lossy(&bytes), &wanted);
             for (by, _, c) in &about {
