@@ -513,6 +513,17 @@ fn a_decision_a_commit_made_stale_is_reverified_from_the_editor() {
         .expect("a child written")
         .to_string();
     shown_saying(&mut c, 0, "ev reverify: 1 decision(s) re-verified at HEAD");
+    // The editor's diagnostic turns with no request of its own: the child reads green.
+    c.wait_for(WAIT, |v| {
+        diagnostics_for(v, &schema).is_some_and(|d| {
+            d.iter().any(|d| {
+                d["message"].as_str().is_some_and(|m| {
+                    m.contains(&format!("decision {child} ")) && m.contains("reads green")
+                })
+            })
+        })
+    })
+    .expect("the re-verified decision's diagnostic, green");
     let green = w.evctl(p, &["check"]).ok();
     assert!(
         green.stdout.contains(&format!("green\t{child}")),
