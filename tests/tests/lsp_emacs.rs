@@ -2,9 +2,9 @@
 //! `elpa-eglot`, which `.ci/run` installs), headless (`emacs --batch`), configured exactly as
 //! docs/editors.md says. It opens a file a decision guards, receives the diagnostic (through
 //! flymake, as a user sees it), hovers, is offered the re-verify code action for a decision a
-//! commit made stale and runs it through eglot, runs `ev.check` (the decision reads green), and
-//! sees the diagnostic turn red after another process's `check --run`, with no request of its
-//! own.
+//! commit made stale and runs it through eglot (its diagnostic turns green), runs `ev.check`,
+//! and sees the diagnostic turn red after another process's `check --run`, with no request of
+//! its own.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -93,6 +93,7 @@ const SCRIPT: &str = r#"
           (when reverify
             (ev-put 'reverified
                     (eglot-execute-command server "ev.reverify" (plist-get reverify :arguments)))))
+        (ev-put 'green (ev-wait 20 (ev-saying "reads green")))
         ;; 4. ev.check, as the command a user runs.
         (ev-put 'check (eglot-execute-command server "ev.check" [])))
       (ev-save PHASE1)

@@ -203,7 +203,16 @@ pub fn spawn(
                 match jobs.recv_timeout(Duration::from_millis(500)) {
                     Ok(job) => {
                         let id = job.id.clone();
+                        let moves = moves_verdicts(&job.command);
                         let r = rt.block_on(runner.run(job));
+                        // What the command changed is published before its answer: a client
+                        // reading both at once (eglot on Emacs 28 drops what follows an answer
+                        // in the same read) still sees it, and the answer finds it shown.
+                        if moves && r.is_ok() {
+                            if let Some(g) = rt.block_on(runner.guards()) {
+                                let _ = runner.events.send(Event::Guards(Ok(g)));
+                            }
+                        }
                         let _ = runner.events.send(Event::Reply(id, r));
                         let _ = wake.try_send(());
                     }
@@ -272,7 +281,27 @@ fn strings_arg(arg: &Value, key: &str) -> Result<Option<Vec<String>>, Failed> {
     }
 }
 
+/// Whether a command writes what verdicts read (a tick, a receipt).
+fn moves_verdicts(command: &str) -> bool {
+    matches!(command, CHECK_RUN | REVERIFY | DECIDE)
+}
+
 impl Runner {
+    /// The whole `ev.guards` answer now, as the watch thread asks it (`None` when it fails: the
+    /// watch thread's own refresh follows anyway).
+    async fn guards(&self) -> Option<std::sync::Arc<proto::rpc::GuardsResult>> {
+        let mut s = self.session();
+        let req = proto::rpc::GuardsRequest {
+            context: crate::verbs::verdict_context(&s, false),
+            all_evidence: true,
+            ..Default::default()
+        };
+        crate::verbs::ask_guards(&mut s, req)
+            .await
+            .ok()
+            .map(std::sync::Arc::new)
+    }
+
     fn session(&self) -> Session {
         let mut s = Session::new(&self.globals());
         s.cwd = self.root.clone();
