@@ -5,15 +5,19 @@
 const vscode = require('vscode');
 const { LanguageClient } = require('vscode-languageclient/node');
 
+/** @type {import('vscode-languageclient/node').LanguageClient | undefined} */
 let client;
 
+/** @param {import('vscode').ExtensionContext} context */
 function activate(context) {
   const config = vscode.workspace.getConfiguration('evctl');
   const command = config.get('path', 'evctl');
+  /** @type {import('vscode-languageclient/node').ServerOptions} */
   const serverOptions = {
     run: { command, args: ['lsp'] },
     debug: { command, args: ['lsp'] },
   };
+  /** @type {import('vscode-languageclient/node').LanguageClientOptions} */
   const clientOptions = {
     // The server decides which files decisions guard: give it every file on disk.
     documentSelector: [{ scheme: 'file' }],
@@ -22,9 +26,10 @@ function activate(context) {
       testTimeoutSecs: config.get('testTimeoutSecs', 600),
     },
   };
-  client = new LanguageClient('evctl', 'evctl', serverOptions, clientOptions);
-  context.subscriptions.push({ dispose: () => client && client.stop() });
-  return client.start();
+  const started = new LanguageClient('evctl', 'evctl', serverOptions, clientOptions);
+  client = started;
+  context.subscriptions.push({ dispose: () => started.stop() });
+  return started.start();
 }
 
 function deactivate() {
