@@ -37,11 +37,13 @@ pub enum LedgerAction {
     /// Answer one of seed 002's questions over the ledger.
     ///
     ///   calibration   predicted vs actual p_success per agent and model (last N executions)
+    ///   reliability   executions by predicted p_success in tenths, with the actual success
     ///   routing       routing ROI by model tier: success rate, cost, impact, impact per cost
     ///   failures      the most frequent failure modes (executions, rebases, merges)
     ///   entropy       mean predicted vs actual entropy by entropy estimator version
     ///   conflicts     rebase conflict rates by repository area
     ///   decisions     how often each decision resurfaced, and mean time from red to resolved
+    ///   history       each decision's verdict changes, in order
     ///
     /// --all-hosts asks the fleet: this host's ledger and every other host's that a `git fetch`
     /// brought and `ledger verify --all-hosts` accepts (they are judged first; a refused copy
@@ -51,7 +53,7 @@ pub enum LedgerAction {
     #[command(verbatim_doc_comment)]
     Query {
         /// The question (see above).
-        #[arg(value_parser = ["calibration", "routing", "failures", "entropy", "conflicts", "decisions"])]
+        #[arg(value_parser = ["calibration", "reliability", "routing", "failures", "entropy", "conflicts", "decisions", "history"])]
         name: String,
         /// calibration: each group's latest N executions.
         #[arg(long, value_name = "N", default_value_t = 50)]
@@ -366,6 +368,15 @@ fn columns(query: &str) -> &'static [&'static str] {
             "actual_entropy",
         ],
         "conflicts" => &["area", "conflicted_rebases", "rate"],
+        "reliability" => &[
+            "agent_id",
+            "model_id",
+            "bin",
+            "executions",
+            "predicted_p_success",
+            "actual_p_success",
+        ],
+        "history" => &["ts", "tick_id", "ground_index", "old", "new"],
         _ => &[
             "tick_id",
             "resurfaced",

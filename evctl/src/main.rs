@@ -13,6 +13,7 @@ mod lsp;
 mod merge_driver;
 mod migrate;
 mod render;
+mod report;
 mod session;
 mod setup;
 mod style;
@@ -346,6 +347,21 @@ enum Cmd {
         /// Files or directories (default: all guarded paths).
         paths: Vec<String>,
     },
+    /// Write one self-contained HTML page about the store, with pictures: open it in a browser.
+    ///
+    /// The decisions in effect and their lineage (supersede and ratify edges drawn), each test
+    /// ground's verdict over time (green, red, stale, not-run bands, from the event ledger),
+    /// calibration (a reliability diagram per agent and model, with the `ledger query
+    /// calibration` table), entropy by estimator, routing ROI by tier, the top failure modes,
+    /// and every citation with whether it holds. Every figure is one `evctl ledger query` prints.
+    /// No script, font or file from elsewhere: it opens from disk, offline. A large store is
+    /// summarised (the page says what it left out).
+    ///
+    /// Examples:
+    ///   evctl report                          # writes evctl-report.html here
+    ///   evctl report --out /tmp/decisions.html --since 2026-11-01
+    #[command(verbatim_doc_comment)]
+    Report(report::ReportArgs),
     /// The store's event ledger (results/ledger/events.jsonl): append events, verify it.
     ///
     /// An append-only, hash-chained JSON Lines journal (seed 002's envelope) whose only writer
@@ -625,6 +641,7 @@ async fn run(args: Vec<String>, argv: Vec<OsString>) -> Out {
         Cmd::Reopen { id } => verbs::reopen(&mut s, &g, id).await,
         Cmd::Guards { paths } => verbs::guards(&mut s, paths).await,
         Cmd::Ledger { action } => ledger::run(&mut s, action).await,
+        Cmd::Report(a) => report::run(&mut s, a).await,
         Cmd::Receipts { action } => team::receipts(&mut s, action).await,
         Cmd::Remote { action } => team::remote(&s, action),
         Cmd::Completions { shell } => generate::completions(command(), shell),

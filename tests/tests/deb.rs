@@ -21,6 +21,25 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
+/// `dpkg ARGS`, waiting (up to a minute) while another package manager holds dpkg's lock, as
+/// an unattended upgrade may.
+fn dpkg(args: &[&str]) -> Output {
+    for _ in 0..60 {
+        let out = Command::new("dpkg").args(args).output().expect("dpkg");
+        let locked = !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("lock");
+        if !locked {
+            assert!(
+                out.status.success(),
+                "dpkg {args:?} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return out;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    panic!("dpkg {args:?}: dpkg's lock stayed held for a minute");
+}
+
 fn ok(cmd: &mut Command) -> bool {
     cmd.output().is_ok_and(|o| o.status.success())
 }
@@ -34,7 +53,17 @@ struct Installed;
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        let _ = Command::new("dpkg").args(["-r", "evd"]).output();
+        for _ in 0..60 {
+            match Command::new("dpkg").args(["-r", "evd"]).output() {
+                Ok(o)
+                    if !o.status.success()
+                        && String::from_utf8_lossy(&o.stderr).contains("lock") =>
+                {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+                _ => return,
+            }
+        }
     }
 }
 
@@ -91,8 +120,9 @@ fn the_debian_package_installs_runs_the_tour_and_leaves_only_the_users_stores() 
     }
 
     let _installed = Installed;
-    run(Command::new("dpkg").arg("-i").arg(&deb));
-    let files: Vec<String> = text(&run(Command::new("dpkg").args(["-L", "evd"])))
+    let deb_arg = deb.display().to_string();
+    dpkg(&["-i", &deb_arg]);
+    let files: Vec<String> = text(&dpkg(&["-L", "evd"]))
         .lines()
         .map(str::to_string)
         .collect();
@@ -151,7 +181,7 @@ fn the_debian_package_installs_runs_the_tour_and_leaves_only_the_users_stores() 
         .env("XDG_RUNTIME_DIR", rt.path())
         .output();
 
-    run(Command::new("dpkg").args(["-r", "evd"]));
+    dpkg(&["-r", "evd"]);
     let left: Vec<&String> = files
         .iter()
         .filter(|f| Path::new(f.as_str()).is_file())

@@ -15,8 +15,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{json, Value};
 
 /// The queries there are, with what each answers.
-pub const QUERIES: [(&str, &str); 6] = [
+pub const QUERIES: [(&str, &str); 8] = [
     ("calibration", "predicted vs actual p_success per agent and model, over the last N executions"),
+    ("reliability", "a reliability diagram per agent and model: executions by predicted p_success, in tenths, with the actual success in each"),
+    ("history", "each decision's verdict changes in order: when, from what, to what"),
     ("routing", "routing ROI by model tier: executions, success rate, cost, impact, impact per cost"),
     ("failures", "the most frequent failure modes: failed executions, rebase conflicts, failed merges"),
     ("entropy", "mean predicted vs actual entropy by entropy estimator version"),
@@ -76,7 +78,7 @@ fn round(x: Option<f64>) -> Value {
 /// The event types each query reads (a ledger's other lines need not be parsed for it).
 pub fn reads(query: &str) -> &'static [&'static str] {
     match query {
-        "calibration" | "routing" | "entropy" => &[
+        "calibration" | "reliability" | "routing" | "entropy" => &[
             "plan_variant_created",
             "plan_selected",
             "execution_completed",
@@ -87,7 +89,7 @@ pub fn reads(query: &str) -> &'static [&'static str] {
             "git_merge_attempted",
         ],
         "conflicts" => &["git_rebase_completed"],
-        "decisions" => &["verdict_changed"],
+        "decisions" | "history" => &["verdict_changed"],
         _ => &[],
     }
 }
@@ -134,6 +136,8 @@ pub struct Fold {
     /// `decisions`: the ledger being read's, then all.
     mine: BTreeMap<String, D>,
     decisions: BTreeMap<String, D>,
+    /// `history`: every verdict change, in order.
+    history: Vec<Value>,
 }
 
 impl Fold {
@@ -156,6 +160,7 @@ impl Fold {
             areas: BTreeMap::new(),
             mine: BTreeMap::new(),
             decisions: BTreeMap::new(),
+            history: Vec::new(),
         })
     }
 
@@ -203,18 +208,36 @@ impl Fold {
             Some(_) if self.query == "failures" => self.failure(ev),
             Some("git_rebase_completed") if self.query == "conflicts" => self.rebase(ev),
             Some("verdict_changed") if self.query == "decisions" => self.verdict(ev),
+            Some("verdict_changed") if self.query == "history" => self.change(ev),
             _ => {}
         }
     }
 
     fn joins(&self) -> bool {
-        matches!(self.query, "calibration" | "routing" | "entropy")
+        matches!(
+            self.query,
+            "calibration" | "reliability" | "routing" | "entropy"
+        )
+    }
+
+    fn change(&mut self, ev: &Value) {
+        let p = &ev["payload"];
+        let (Some(tick), Some(new)) = (s(p, &["tick_id"]), s(p, &["new"])) else {
+            return;
+        };
+        if new.starts_with("evidence:") {
+            return;
+        }
+        self.history.push(
+            json!({"tick_id": tick, "ground_index": p.get("ground_index"),
+            "ts": s(ev, &["ts"]), "old": s(p, &["old"]), "new": new}),
+        );
     }
 
     fn execution(&mut self, plan: Plan, ev: &Value) {
         let p = &ev["payload"];
         match self.query {
-            "calibration" => {
+            "calibration" | "reliability" => {
                 if let (Some(pred), Some(act)) = (plan.predicted_p, f(p, &["actual", "p_success"]))
                 {
                     self.calibration
@@ -344,6 +367,7 @@ impl Fold {
             *self.modes.entry(k).or_default() += v;
         }
         self.rebases += other.rebases;
+        self.history.extend(other.history);
         for (k, v) in other.areas {
             *self.areas.entry(k).or_default() += v;
         }
@@ -370,6 +394,29 @@ impl Fold {
                     .collect();
                 json!({"query": "calibration", "last": last, "rows": rows})
             }
+            "reliability" => {
+                let mut rows = Vec::new();
+                for ((agent, model), all) in self.calibration {
+                    let mut bins: [(usize, f64, f64); 10] = [(0, 0.0, 0.0); 10];
+                    for (pred, act) in all {
+                        let b = ((pred * 10.0).floor() as usize).min(9);
+                        bins[b].0 += 1;
+                        bins[b].1 += pred;
+                        bins[b].2 += act;
+                    }
+                    for (b, (n, pred, act)) in bins.into_iter().enumerate() {
+                        if n == 0 {
+                            continue;
+                        }
+                        rows.push(json!({"agent_id": agent, "model_id": model,
+                            "bin": format!("{:.1}-{:.1}", b as f64 / 10.0, (b + 1) as f64 / 10.0),
+                            "executions": n, "predicted_p_success": round(Some(pred / n as f64)),
+                            "actual_p_success": round(Some(act / n as f64))}));
+                    }
+                }
+                json!({"query": "reliability", "rows": rows})
+            }
+            "history" => json!({"query": "history", "rows": self.history}),
             "routing" => {
                 let rows: Vec<Value> = self
                     .tiers
@@ -550,5 +597,26 @@ mod tests {
         })
         .is_err());
         assert!(answer("nope", &[], None).is_err());
+        // The reliability diagram: a's 0.9 and b's 0.1 in their tenths, a's 0.5 in its own.
+        let r = answer_sources("reliability", 2, None, 1, load).expect("answer");
+        let bins: Vec<(String, u64)> = r["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|x| {
+                (
+                    x["bin"].as_str().unwrap_or("").to_string(),
+                    x["executions"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        assert_eq!(
+            bins,
+            [
+                ("0.1-0.2".to_string(), 1),
+                ("0.5-0.6".to_string(), 1),
+                ("0.9-1.0".to_string(), 1)
+            ]
+        );
     }
 }
