@@ -26,6 +26,8 @@
 //! 10k ticks, and five hosts' 100,000-event ledgers verified and queried together
 //! (`tests/src/bench_team.rs`; `--only 10k` is implied for the fixture; `--only-fleet` runs
 //! the ledgers alone).
+//! `evbench report` runs only the report section: `evctl report` on each generated store with a
+//! 100,000-event ledger, timed, and the page's size (`tests/src/bench_report.rs`).
 //! `evbench store` runs only the store section: evd's RSS holding a 1k, 10k and 100k-tick store
 //! with its verdicts, `verify` cold and repeated, `list` and a warm `check`, each next to
 //! upstream `ev` 0.1.32 on the same store (capped; see `tests/src/bench_store.rs`).
@@ -74,6 +76,8 @@ mod bench_follow;
 mod bench_hooks;
 #[path = "../bench_ledger.rs"]
 mod bench_ledger;
+#[path = "../bench_report.rs"]
+mod bench_report;
 #[path = "../bench_store.rs"]
 mod bench_store;
 #[path = "../bench_team.rs"]
@@ -1965,6 +1969,9 @@ fn run(report: &mut Report) -> Res<()> {
     }
     if bench_team::selected() {
         return bench_team::run(&w, report, started);
+    }
+    if bench_report::selected() {
+        return bench_report::run(&w, report, started);
     }
 
     // `evbench store`: memory, verify, list and check against upstream, one store at a time.
