@@ -4,17 +4,20 @@
 //!
 //! This file gathers the answers through the engine's door, as the other verbs do (`ev.log`,
 //! `ev.guards`, `ev.evidence`, and `ev.ledger.query` for every ledger figure, so the page shows
-//! the numbers `evctl ledger query` prints) and writes the page atomically. The page is
-//! [`page`]'s, the pictures [`charts`]'s; it must not compute a figure of its own.
+//! the numbers `evctl ledger query` prints) into a [`data::Data`], and writes the page
+//! atomically. The page is [`page`]'s, the pictures [`charts`]'s; it must not compute a figure
+//! of its own.
 
 pub mod charts;
+pub mod data;
 pub mod page;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use proto::rpc::{EvidenceResult, GuardsResult, LogResult, Refusal, StoreRequest};
-use serde_json::Value;
+use proto::rpc::{Refusal, StoreRequest};
+
+use data::Data;
 
 use crate::context::Needs;
 use crate::render::{self, Out};
@@ -30,18 +33,6 @@ pub struct ReportArgs {
     /// Draw verdict history from this time on (RFC 3339, or a date: 2026-11-01).
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
-}
-
-/// What the page shows, as the engine answered.
-pub struct Data {
-    pub store: String,
-    pub now: String,
-    pub since: Option<String>,
-    pub log: LogResult,
-    pub guards: GuardsResult,
-    pub evidence: EvidenceResult,
-    /// Each ledger query's answer, by name.
-    pub queries: BTreeMap<String, Value>,
 }
 
 /// The ledger questions the page draws.

@@ -1,4 +1,4 @@
-//! The report page (pure): what [`super::Data`] holds, as one self-contained HTML file — inline
+//! The report page (pure): what [`super::data::Data`] holds, as one self-contained HTML file — inline
 //! CSS, inline SVG, no script, nothing fetched — readable in any browser from disk.
 //!
 //! Large stores are summarised, not dumped: at most [`MAX_NODES`] ticks in the lineage graph
@@ -15,7 +15,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::charts::{self, esc, Band, Bin, Node};
-use super::Data;
+use super::data::Data;
 
 pub const MAX_NODES: usize = 150;
 pub const MAX_ROWS: usize = 500;
