@@ -396,6 +396,7 @@ async fn query(s: &mut Session, name: String, last: usize, all_hosts: bool, host
         last: Some(last),
         all_hosts,
         host,
+        queries: Vec::new(),
     };
     let r = s
         .read(rpc!(req, ledger_query), || {

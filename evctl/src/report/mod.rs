@@ -80,22 +80,25 @@ async fn gather(s: &mut Session, since: Option<String>) -> Result<Data, Refusal>
     };
     let guards = crate::verbs::ask_guards(s, greq).await?;
     let evidence = crate::evidence::evidence(s).await?;
-    let mut queries = BTreeMap::new();
-    for q in QUERIES {
-        let req = proto::rpc::LedgerQueryRequest {
-            context: ctx.clone(),
-            query: q.to_string(),
-            last: None,
-            all_hosts: false,
-            host: String::new(),
-        };
-        let v = s
-            .read(rpc!(req, ledger_query), || {
-                local_read(&ctx, |st| evd::api::ledger_query(st, &req))
-            })
-            .await?;
-        queries.insert(q.to_string(), v);
-    }
+    // Every ledger figure in one read of the ledger.
+    let req = proto::rpc::LedgerQueryRequest {
+        context: ctx.clone(),
+        queries: QUERIES.iter().map(|q| q.to_string()).collect(),
+        ..Default::default()
+    };
+    let v = s
+        .read(rpc!(req, ledger_query), || {
+            local_read(&ctx, |st| evd::api::ledger_query(st, &req))
+        })
+        .await?;
+    let queries: BTreeMap<String, serde_json::Value> = match v.get("answers") {
+        Some(serde_json::Value::Object(m)) => m.clone().into_iter().collect(),
+        _ => {
+            return Err(Refusal::io(
+                "the ledger's answers did not come back as expected (is evd of another build?)",
+            ))
+        }
+    };
     Ok(Data {
         store,
         now: evd::api::shared::clock::now_rfc3339(),

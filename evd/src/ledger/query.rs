@@ -495,6 +495,51 @@ fn merge_decisions(all: &mut BTreeMap<String, D>, mine: BTreeMap<String, D>) {
     }
 }
 
+/// Answer several `queries` over one ledger's text in a single pass: each line is parsed once,
+/// and only when one of the questions reads its type.
+pub fn answer_many(
+    queries: &[String],
+    text: &str,
+    last: Option<usize>,
+) -> Result<BTreeMap<String, Value>, String> {
+    let mut folds: Vec<(Fold, Vec<String>)> = Vec::new();
+    for q in queries {
+        let fold = Fold::new(q, last)?;
+        let quoted = reads(fold.query)
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect();
+        folds.push((fold, quoted));
+    }
+    for line in text.lines() {
+        let wanted: Vec<usize> = folds
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, quoted))| quoted.iter().any(|q| line.contains(q.as_str())))
+            .map(|(i, _)| i)
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if !v.is_object() {
+            continue;
+        }
+        for i in wanted {
+            folds[i].0.take(&v);
+        }
+    }
+    Ok(folds
+        .into_iter()
+        .map(|(mut fold, _)| {
+            fold.end_host();
+            (fold.query.to_string(), fold.finish())
+        })
+        .collect())
+}
+
 /// Answer `query` over `n` hosts' ledgers (in host order), `load(i)` giving the i-th one's
 /// bytes: each is loaded and folded on one of at most `workers` threads, so no more than
 /// `workers` ledgers are held at once; the folds merge in host order, so the answer does not
@@ -597,6 +642,19 @@ mod tests {
         })
         .is_err());
         assert!(answer("nope", &[], None).is_err());
+        // Several questions in one pass give what each gives alone.
+        let many = answer_many(
+            &["routing".to_string(), "calibration".to_string()],
+            &a,
+            None,
+        )
+        .expect("answers");
+        for q in ["routing", "calibration"] {
+            assert_eq!(
+                many[q],
+                answer_sources(q, 1, None, 1, |_| Ok(a.clone().into_bytes())).expect("answer")
+            );
+        }
         // The reliability diagram: a's 0.9 and b's 0.1 in their tenths, a's 0.5 in its own.
         let r = answer_sources("reliability", 2, None, 1, load).expect("answer");
         let bins: Vec<(String, u64)> = r["rows"]

@@ -209,6 +209,23 @@ pub fn query(
     req: &proto::rpc::LedgerQueryRequest,
 ) -> Result<Value, Refusal> {
     store.require()?;
+    if !req.queries.is_empty() {
+        if req.all_hosts {
+            return Err(Refusal::refused(
+                "ledger_query",
+                "several queries at once are answered over this host's ledger only, not --all-hosts",
+            ));
+        }
+        store.write_journal();
+        let bytes = store
+            .ledger
+            .read_bytes()
+            .map_err(|e| Refusal::io(format!("reading the ledger: {e}")))?;
+        let answers =
+            ledger::query::answer_many(&req.queries, &String::from_utf8_lossy(&bytes), req.last)
+                .map_err(|e| Refusal::refused("ledger_query", e))?;
+        return Ok(serde_json::json!({ "answers": answers }));
+    }
     if !ledger::query::QUERIES.iter().any(|(q, _)| *q == req.query) {
         return ledger::query::answer(&req.query, &[], None)
             .map_err(|e| Refusal::refused("ledger_query", e));

@@ -51,6 +51,10 @@ pub struct LedgerQueryRequest {
     /// With `all_hosts`: this host's id (its own copies fetched back are not counted twice).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub host: String,
+    /// Several questions answered in one read of this host's ledger (`query` is then not
+    /// read): the answer is `{"answers": {name: answer, …}}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queries: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
