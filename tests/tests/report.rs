@@ -282,4 +282,9 @@ fn the_report_renders_in_chromium_with_every_chart_and_the_ledgers_numbers() {
         tally.stdout
     );
     assert!(dom.contains("<table id=\"evidence\">") && dom.contains("bench.txt:0-11"));
+    // Each decision's evidence state beside its grounds.
+    assert!(
+        dom.contains("1/1 hold"),
+        "no evidence state in the decisions table"
+    );
 }

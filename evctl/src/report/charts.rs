@@ -257,15 +257,20 @@ pub struct Node {
     pub label: String,
     pub colour: &'static str,
     pub current: bool,
+    /// 0: HEAD's chain; 1: a fork off it (a branch merged, or a writer that forked the chain).
+    pub lane: u8,
 }
 
-/// The chain, newest on top, one node per tick; `edges` are (from, to, kind) between node
-/// indexes, kind `supersedes` or `ratifies`, drawn as arcs beside the chain.
+/// The chain, newest on top, one node per tick (a fork's ticks in a lane of their own); `edges`
+/// are (from, to, kind) between node indexes, kind `supersedes` or `ratifies` (arcs beside the
+/// chain) or `fork` (a fork's last tick to the tick it joins).
 pub fn lineage(nodes: &[Node], edges: &[(usize, usize, &str)], more: usize) -> String {
     let (w, row_h) = (760u32, 26u32);
     let h = 20 + row_h * nodes.len().max(1) as u32 + if more > 0 { 20 } else { 0 };
-    let cx = 40.0;
+    let lane_x = |lane: u8| 40.0 + 28.0 * f64::from(lane);
+    let cx = lane_x(0);
     let y = |i: usize| 18.0 + f64::from(row_h) * i as f64;
+    let main = nodes.iter().take_while(|n| n.lane == 0).count();
     let mut out = String::new();
     open(
         &mut out,
@@ -284,15 +289,25 @@ pub fn lineage(nodes: &[Node], edges: &[(usize, usize, &str)], more: usize) -> S
             }
         ),
     );
-    if nodes.len() > 1 {
+    if main > 1 {
         let _ = write!(
             out,
             "<line x1=\"{cx}\" y1=\"{}\" x2=\"{cx}\" y2=\"{}\" stroke=\"#ccc\" stroke-width=\"2\"/>",
             y(0),
-            y(nodes.len() - 1)
+            y(main - 1)
         );
     }
     for (a, b, kind) in edges {
+        if *kind == "fork" {
+            let _ = write!(
+                out,
+                "<path class=\"edge\" d=\"M {:.1} {:.1} L {cx} {:.1}\" fill=\"none\" stroke=\"#777\" stroke-dasharray=\"3 3\" data-kind=\"fork\"><title>fork: joins here</title></path>",
+                lane_x(nodes[*a].lane),
+                y(*a),
+                y(*b)
+            );
+            continue;
+        }
         let (ya, yb) = (y(*a), y(*b));
         let bulge = 20.0 + 6.0 * (b.abs_diff(*a) as f64).min(20.0);
         let colour = if *kind == "ratifies" {
@@ -308,15 +323,16 @@ pub fn lineage(nodes: &[Node], edges: &[(usize, usize, &str)], more: usize) -> S
         );
     }
     for (i, n) in nodes.iter().enumerate() {
+        let nx = lane_x(n.lane);
         let _ = write!(
             out,
-            "<circle class=\"mark\" cx=\"{cx}\" cy=\"{:.1}\" r=\"7\" fill=\"{}\" stroke=\"#333\" stroke-width=\"{}\" data-id=\"{}\"><title>{}</title></circle><text x=\"{}\" y=\"{:.1}\" font-size=\"12\"{}>{} {}</text>",
+            "<circle class=\"mark\" cx=\"{nx}\" cy=\"{:.1}\" r=\"7\" fill=\"{}\" stroke=\"#333\" stroke-width=\"{}\" data-id=\"{}\"><title>{}</title></circle><text x=\"{}\" y=\"{:.1}\" font-size=\"12\"{}>{} {}</text>",
             y(i),
             n.colour,
             if n.current { 2 } else { 0 },
             esc(&n.id),
             esc(&n.label),
-            cx + 16.0,
+            lane_x(1) + 16.0,
             y(i) + 4.0,
             if n.current { "" } else { " fill=\"#888\"" },
             esc(&n.id),
@@ -367,12 +383,14 @@ mod tests {
                     label: "new".into(),
                     colour: "#000",
                     current: true,
+                    lane: 0,
                 },
                 Node {
                     id: "a".into(),
                     label: "old".into(),
                     colour: "#000",
                     current: false,
+                    lane: 0,
                 },
             ],
             &[(0, 1, "supersedes")],
@@ -380,5 +398,30 @@ mod tests {
         );
         assert_eq!(l.matches("class=\"edge\"").count(), 1);
         assert!(l.contains("3 older"));
+        // A fork's tick in the second lane, joined to the chain by a dashed line.
+        let f = lineage(
+            &[
+                Node {
+                    id: "b".into(),
+                    label: "main".into(),
+                    colour: "#000",
+                    current: true,
+                    lane: 0,
+                },
+                Node {
+                    id: "c".into(),
+                    label: "fork: side".into(),
+                    colour: "#000",
+                    current: true,
+                    lane: 1,
+                },
+            ],
+            &[(1, 0, "fork")],
+            0,
+        );
+        assert!(
+            f.contains("data-kind=\"fork\"") && f.contains("cx=\"68\""),
+            "{f}"
+        );
     }
 }

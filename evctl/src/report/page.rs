@@ -122,38 +122,61 @@ fn decisions(out: &mut String, d: &Data) {
     out.push_str("<h2>Decisions in effect, and their lineage</h2>");
     let verdict = verdicts(d);
     let entries = &d.log.entries;
-    let shown: Vec<_> = entries.iter().take(MAX_NODES).collect();
+    // HEAD's chain, then each fork's ticks in a lane of their own, the newest MAX_NODES in all.
+    let mut shown: Vec<(&proto::rpc::LogEntry, u8)> =
+        entries.iter().take(MAX_NODES).map(|e| (e, 0)).collect();
+    for f in &d.log.forks {
+        for e in &f.entries {
+            if shown.len() < MAX_NODES {
+                shown.push((e, 1));
+            }
+        }
+    }
     let index: HashMap<&str, usize> = shown
         .iter()
         .enumerate()
-        .map(|(i, e)| (e.id.as_str(), i))
+        .map(|(i, (e, _))| (e.id.as_str(), i))
         .collect();
     let nodes: Vec<Node> = shown
         .iter()
-        .map(|e| Node {
+        .map(|(e, lane)| Node {
             id: e.id.clone(),
-            label: e.decision.chars().take(80).collect(),
+            label: format!(
+                "{}{}",
+                if *lane > 0 { "fork: " } else { "" },
+                e.decision.chars().take(80).collect::<String>()
+            ),
             colour: verdict
                 .get(e.id.as_str())
                 .map_or("#bdbdbd", |v| charts::verdict_colour(v.0)),
             current: e.superseded_by.is_none(),
+            lane: *lane,
         })
         .collect();
     let mut edges = Vec::new();
-    for (i, e) in shown.iter().enumerate() {
+    for (i, (e, _)) in shown.iter().enumerate() {
         for (target, kind) in [(&e.supersedes, "supersedes"), (&e.ratifies, "ratifies")] {
             if let Some(j) = target.as_deref().and_then(|t| index.get(t)) {
                 edges.push((i, *j, kind));
             }
         }
     }
-    let more = entries.len().saturating_sub(shown.len());
+    for f in &d.log.forks {
+        let last = f.entries.last().and_then(|e| index.get(e.id.as_str()));
+        let joins = f.joins.as_deref().and_then(|j| index.get(j));
+        if let (Some(a), Some(b)) = (last, joins) {
+            edges.push((*a, *b, "fork"));
+        }
+    }
+    let in_forks: usize = d.log.forks.iter().map(|f| f.entries.len()).sum();
+    let entries_len = entries.len() + in_forks;
+    let more = entries_len.saturating_sub(shown.len());
     figure(
         out,
         &charts::lineage(&nodes, &edges, more),
         &format!(
-            "The chain of ticks from HEAD back ({} in all{}), newest first: a node per tick, filled with its worst test verdict (grey: no test), outlined while it is in effect; orange arcs join a tick to the one it supersedes, purple ones to the proposal it ratifies.",
-            entries.len(),
+            "The chain of ticks from HEAD back ({} in all{}), newest first: a node per tick, filled with its worst test verdict (grey: no test), outlined while it is in effect; orange arcs join a tick to the one it supersedes, purple ones to the proposal it ratifies; a fork (a branch merged, or a writer that forked the chain) runs in the second lane, a dashed line to where it joins.",
+            entries_len,
             if more > 0 {
                 format!(", the newest {MAX_NODES} drawn")
             } else {
@@ -171,7 +194,7 @@ fn decisions(out: &mut String, d: &Data) {
     });
     let _ = write!(
         out,
-        "<table id=\"decisions\"><tr><th>id</th><th>decision</th><th>on the hook</th><th>grounds and verdicts</th></tr>"
+        "<table id=\"decisions\"><tr><th>id</th><th>decision</th><th>on the hook</th><th>grounds and verdicts</th><th>evidence</th></tr>"
     );
     let by_tick: HashMap<&str, &proto::rpc::GuardedDecision> = d
         .guards
@@ -179,7 +202,23 @@ fn decisions(out: &mut String, d: &Data) {
         .iter()
         .map(|g| (g.tick_id.as_str(), g))
         .collect();
+    let mut cited: HashMap<&str, (usize, usize)> = HashMap::new();
+    for c in &d.evidence.citations {
+        let e = cited.entry(c.tick_id.as_str()).or_default();
+        e.0 += usize::from(c.state == "holds");
+        e.1 += 1;
+    }
     for e in current.iter().take(MAX_ROWS) {
+        let evidence = cited
+            .get(e.id.as_str())
+            .map_or(String::new(), |(holds, all)| {
+                format!(
+                    "{} {holds}/{all} hold",
+                    badge(if holds == all { "green" } else { "red" })
+                        .replace(">green<", ">holds<")
+                        .replace(">red<", ">not all hold<")
+                )
+            });
         let grounds = by_tick.get(e.id.as_str()).map_or(String::new(), |g| {
             g.grounds
                 .iter()
@@ -189,7 +228,7 @@ fn decisions(out: &mut String, d: &Data) {
         });
         let _ = write!(
             out,
-            "<tr data-id=\"{}\"><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr data-id=\"{}\"><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{evidence}</td></tr>",
             esc(&e.id),
             esc(&e.id),
             esc(&e.decision),
