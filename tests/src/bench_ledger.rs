@@ -53,6 +53,28 @@ fn event(i: usize, t: &str, payload: Value) -> Value {
            "git": {"branch": "main", "head_sha": "", "dirty": false}})
 }
 
+/// Fill the ledger of the store `ctx` names with `events` client events: the bench intent, then
+/// plans (four events each, numbered from `first_plan`), appended through evd 1,000 at a time.
+pub(crate) fn fill(w: &World, ctx: &Value, events: usize, first_plan: usize) -> Res<usize> {
+    start_intent(w, ctx)?;
+    let mut n = 1;
+    let mut b = 0;
+    while n < events {
+        let batch: Vec<Value> = (0..250)
+            .flat_map(|k| plan_events(first_plan + b * 250 + k))
+            .take(events - n)
+            .collect();
+        n += batch.len();
+        b += 1;
+        call(
+            w,
+            "ev.ledger.append",
+            json!([{"context": ctx, "events": batch}]),
+        )?;
+    }
+    Ok(n)
+}
+
 /// One plan's life, four events (after its intent exists).
 pub(crate) fn plan_events(i: usize) -> Vec<Value> {
     let (intent, plan) = ("I-bench", format!("P-{i}"));

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::{fmt_dur, size_fixtures, stats, Report, Res, World};
 
@@ -25,23 +25,8 @@ pub fn run(w: &World, report: &mut Report, started: Instant) -> Res<()> {
     for fx in size_fixtures()? {
         let root = &fx.root;
         let ctx = json!({"store": root.display().to_string()});
-        super::bench_ledger::start_intent(w, &ctx)?;
         let t = Instant::now();
-        let mut n = 1;
-        let mut b = 0;
-        while n < EVENTS {
-            let events: Vec<Value> = (0..250)
-                .flat_map(|k| super::bench_ledger::plan_events(b * 250 + k))
-                .take(EVENTS - n)
-                .collect();
-            n += events.len();
-            b += 1;
-            super::bench_ledger::call(
-                w,
-                "ev.ledger.append",
-                json!([{"context": ctx, "events": events}]),
-            )?;
-        }
+        let n = super::bench_ledger::fill(w, &ctx, EVENTS, 0)?;
         println!(
             "  {}: {n} ledger events appended in {}",
             fx.label,

@@ -318,22 +318,7 @@ fn fleet_ledgers(w: &World, report: &mut Report, summary: &mut Vec<String>) -> R
         let host = format!("bench-host-{h}");
         let d = clone(&host)?;
         let ctx = json!({"store": std::fs::canonicalize(&d).map_err(|e| e.to_string())?.display().to_string()});
-        super::bench_ledger::start_intent(w, &ctx)?;
-        let mut n = 1;
-        let mut b = 0;
-        while n < FLEET_EVENTS {
-            let events: Vec<Value> = (0..250)
-                .flat_map(|k| super::bench_ledger::plan_events(h * 10_000_000 + b * 250 + k))
-                .take(FLEET_EVENTS - n)
-                .collect();
-            n += events.len();
-            b += 1;
-            super::bench_ledger::call(
-                w,
-                "ev.ledger.append",
-                json!([{"context": ctx, "events": events}]),
-            )?;
-        }
+        super::bench_ledger::fill(w, &ctx, FLEET_EVENTS, h * 10_000_000)?;
         timed_evctl(w, &d, &host, &["ledger", "publish"])?;
     }
     println!(

@@ -480,6 +480,50 @@ pub fn commit_all(dir: &Path, message: &str) {
     git(dir, &["commit", "-q", "-m", message]);
 }
 
+/// The editors' and the report's store: `db/schema.sql` committed, a store, and the decision
+/// "freeze the schema" whose ground "the schema is stable" is bound to `test ! -e broken`
+/// (counter-test `test -e broken`) on platform `local`, triggered by `db/schema.sql`, with the
+/// road not taken "pgvector: it locks the schema". `before_decide` runs between `init` and the
+/// decision (a config edit, say). Returns the decision's id.
+pub fn schema_decision(w: &World, p: &Path, before_decide: impl FnOnce()) -> String {
+    std::fs::create_dir_all(p.join("db")).expect("mkdir");
+    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "schema"]);
+    w.evctl(p, &["init"]).ok();
+    before_decide();
+    let r = w
+        .evctl(
+            p,
+            &[
+                "decide",
+                "freeze the schema",
+                "--assume",
+                "the schema is stable",
+                "--assume-test",
+                "test ! -e broken",
+                "--counter-test",
+                "test -e broken",
+                "--on-platform",
+                "local",
+                "--triggered-by",
+                "db/schema.sql",
+                "--surface",
+                "ddl",
+                "--reject",
+                "pgvector: it locks the schema",
+                "--blame",
+                "Wang Yu",
+            ],
+        )
+        .ok();
+    r.stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("the recorded id")
+        .to_string()
+}
+
 /// `evctl decide <text>` with one reason, blamed on a person, in `dir`: the recorded tick's id.
 pub fn decide_one(w: &World, dir: &Path, text: &str) -> String {
     let r = w

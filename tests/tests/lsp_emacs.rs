@@ -9,7 +9,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use evd_e2e::{bin, git, wait_until, Repo, World};
+use evd_e2e::{bin, git, schema_decision, wait_until, Repo, World};
 use serde_json::Value;
 
 /// Emacs, with eglot loadable (built in from Emacs 29; Debian 12's `elpa-eglot` before).
@@ -111,50 +111,17 @@ fn emacs_eglot_shows_live_verdicts_and_runs_the_code_actions() {
     let w = World::new();
     let repo = Repo::new();
     let p = repo.path();
-    std::fs::create_dir_all(p.join("db")).expect("mkdir");
-    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "schema"]);
-    w.evctl(p, &["init"]).ok();
     // Staleness against the local HEAD: a commit touching the schema makes the decision stale.
-    let config_path = p.join(".evolving/config");
-    let text = std::fs::read_to_string(&config_path).expect("config");
-    std::fs::write(
-        &config_path,
-        text.replace("\"live-origin\"", "\"local-head\""),
-    )
-    .expect("config");
-    std::fs::write(p.join(".gitignore"), ".evolving/results/\n").expect("gitignore");
-    let id = w
-        .evctl(
-            p,
-            &[
-                "decide",
-                "freeze the schema",
-                "--assume",
-                "the schema is stable",
-                "--assume-test",
-                "test ! -e broken",
-                "--counter-test",
-                "test -e broken",
-                "--on-platform",
-                "local",
-                "--triggered-by",
-                "db/schema.sql",
-                "--surface",
-                "ddl",
-                "--reject",
-                "pgvector: it locks the schema",
-                "--blame",
-                "Wang Yu",
-            ],
+    let id = schema_decision(&w, p, || {
+        let config_path = p.join(".evolving/config");
+        let text = std::fs::read_to_string(&config_path).expect("config");
+        std::fs::write(
+            &config_path,
+            text.replace("\"live-origin\"", "\"local-head\""),
         )
-        .ok()
-        .stdout
-        .split_whitespace()
-        .nth(1)
-        .expect("id")
-        .to_string();
+        .expect("config");
+        std::fs::write(p.join(".gitignore"), ".evolving/results/\n").expect("gitignore");
+    });
     w.evctl(p, &["check", "--run"]).ok();
     git(p, &["add", "-A"]);
     git(p, &["commit", "-q", "-m", "the decision"]);

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use evd_e2e::{bin, git, wait_until, Repo, World};
+use evd_e2e::{bin, git, schema_decision, wait_until, Repo, World};
 use serde_json::Value;
 
 fn nvim() -> String {
@@ -182,35 +182,7 @@ fn neovim_shows_live_verdicts_and_runs_the_commands() {
     let w = World::new();
     let repo = Repo::new();
     let p = repo.path();
-    std::fs::create_dir_all(p.join("db")).expect("mkdir");
-    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "schema"]);
-    w.evctl(p, &["init"]).ok();
-    w.evctl(
-        p,
-        &[
-            "decide",
-            "freeze the schema",
-            "--assume",
-            "the schema is stable",
-            "--assume-test",
-            "test ! -e broken",
-            "--counter-test",
-            "test -e broken",
-            "--on-platform",
-            "local",
-            "--triggered-by",
-            "db/schema.sql",
-            "--surface",
-            "ddl",
-            "--reject",
-            "pgvector: it locks the schema",
-            "--blame",
-            "Wang Yu",
-        ],
-    )
-    .ok();
+    schema_decision(&w, p, || {});
     w.evctl(p, &["check", "--run"]).ok();
 
     let mut red_done = 0.0;

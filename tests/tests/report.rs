@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use evd_e2e::{git, target_dir, Repo, World};
+use evd_e2e::{schema_decision, target_dir, Repo, World};
 use serde_json::{json, Value};
 
 fn chromium() -> String {
@@ -76,15 +76,12 @@ fn the_report_renders_in_chromium_with_every_chart_and_the_ledgers_numbers() {
     let w = World::new();
     let repo = Repo::new();
     let p = repo.path();
-    std::fs::create_dir_all(p.join("db")).expect("mkdir");
-    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
+    schema_decision(&w, p, || {
+        let cfg = p.join(".evolving/config");
+        let text = std::fs::read_to_string(&cfg).expect("config");
+        std::fs::write(&cfg, text.replace("\"live-origin\"", "\"none\"")).expect("config");
+    });
     std::fs::write(p.join("bench.txt"), "p99 4.8 ms\n").expect("write");
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "code"]);
-    w.evctl(p, &["init"]).ok();
-    let cfg = p.join(".evolving/config");
-    let text = std::fs::read_to_string(&cfg).expect("config");
-    std::fs::write(&cfg, text.replace("\"live-origin\"", "\"none\"")).expect("config");
     let first = w
         .evctl(
             p,
@@ -108,28 +105,6 @@ fn the_report_renders_in_chromium_with_every_chart_and_the_ledgers_numbers() {
             "use postgres",
             "--assume",
             "many writers now",
-            "--blame",
-            "Wang Yu",
-        ],
-    )
-    .ok();
-    w.evctl(
-        p,
-        &[
-            "decide",
-            "freeze the schema",
-            "--assume",
-            "the schema is stable",
-            "--assume-test",
-            "test ! -e broken",
-            "--counter-test",
-            "test -e broken",
-            "--on-platform",
-            "local",
-            "--triggered-by",
-            "db/schema.sql",
-            "--surface",
-            "ddl",
             "--blame",
             "Wang Yu",
         ],

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use evd_e2e::lsp_client::{diagnostics_for, file_uri, LspClient};
-use evd_e2e::{bin, git, workspace_root, Repo, World};
+use evd_e2e::{bin, schema_decision, workspace_root, Repo, World};
 use serde_json::{json, Value};
 
 fn have(tool: &str) -> bool {
@@ -73,33 +73,7 @@ fn the_extension_is_packaged_and_starts_evctl_lsp_as_its_configuration_says() {
     let w = World::new();
     let repo = Repo::new();
     let p = repo.path();
-    std::fs::create_dir_all(p.join("db")).expect("mkdir");
-    std::fs::write(p.join("db/schema.sql"), "create table t(x int);\n").expect("write");
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "schema"]);
-    w.evctl(p, &["init"]).ok();
-    w.evctl(
-        p,
-        &[
-            "decide",
-            "freeze the schema",
-            "--assume",
-            "the schema is stable",
-            "--assume-test",
-            "test ! -e broken",
-            "--counter-test",
-            "test -e broken",
-            "--on-platform",
-            "local",
-            "--triggered-by",
-            "db/schema.sql",
-            "--surface",
-            "ddl",
-            "--blame",
-            "Wang Yu",
-        ],
-    )
-    .ok();
+    schema_decision(&w, p, || {});
     w.evctl(p, &["check", "--run"]).ok();
 
     // VS Code spawns the command by name from its own environment: evctl is on PATH.
