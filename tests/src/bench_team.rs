@@ -35,25 +35,7 @@ fn git(w: &World, root: &Path, args: &[&str]) -> Res<String> {
 
 /// `evctl receipts publish` as host `host`, timed.
 fn publish(w: &World, root: &Path, host: &str) -> Res<(Duration, String)> {
-    let t = Instant::now();
-    let out = w
-        .command(&w.bins.evctl)
-        .current_dir(root)
-        .args(["receipts", "publish"])
-        .env("EV_HOST_ID", host)
-        .output()
-        .map_err(|e| format!("evctl receipts publish: {e}"))?;
-    let took = t.elapsed();
-    if !out.status.success() {
-        return Err(format!(
-            "evctl receipts publish failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok((
-        took,
-        String::from_utf8_lossy(&out.stdout).trim().to_string(),
-    ))
+    timed_evctl(w, root, host, &["receipts", "publish"]).map(|(t, out)| (t, out.trim().to_string()))
 }
 
 fn receipt_line(test: &str, platform: &str, commit: &str, ran_at: String, result: &str) -> String {

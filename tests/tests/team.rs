@@ -526,38 +526,7 @@ fn each_hosts_ledger_is_shared_append_only_and_a_rewrite_is_refused_naming_its_l
     let mut lines: Vec<String> = original.lines().map(str::to_string).collect();
     assert!(lines.len() >= 2, "{original}");
     lines[1] = lines[1].replacen("\"seq\":2", "\"seq\":2,\"forged\":true", 1);
-    let forged = b.join("forged.jsonl");
-    std::fs::write(&forged, format!("{}\n", lines.join("\n"))).expect("write");
-    let blob = run_git(&b, &["hash-object", "-w", "forged.jsonl"]);
-    let tree_input = format!("100644 blob {blob}\tevents.jsonl\n");
-    let tree = {
-        let mut c = Command::new("git")
-            .current_dir(&b)
-            .arg("mktree")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("mktree");
-        use std::io::Write;
-        c.stdin
-            .take()
-            .expect("stdin")
-            .write_all(tree_input.as_bytes())
-            .expect("write");
-        let out = c.wait_with_output().expect("mktree");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    let commit = run_git(&b, &["commit-tree", &tree, "-m", "forged"]);
-    run_git(
-        &b,
-        &[
-            "push",
-            "-q",
-            "--force",
-            "origin",
-            &format!("{commit}:{b_ref}"),
-        ],
-    );
+    force_publish(&b, "host-b", &format!("{}\n", lines.join("\n")));
     run_git(&dev, &["fetch", "-q"]);
     let r = dev_w.evctl(&dev, &["ledger", "verify", "--all-hosts"]);
     assert_eq!(r.code, 1, "{r:?}");
