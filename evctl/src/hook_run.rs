@@ -672,7 +672,14 @@ static GATE_DONE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
 
 /// Never hold a commit or push hostage: past the deadline, whatever the gate is waiting on (a
 /// stuck or stopped evd, a slow disk), say so in one line and let git go ahead (exit 0).
+/// Armed once per process: the quick way ([`quick`]) may hand over to the usual one ([`run`]),
+/// whose deadline is then the one already running.
 fn arm_watchdog(hook: Hook, json: bool) {
+    static ARMED: std::sync::Once = std::sync::Once::new();
+    ARMED.call_once(|| watch_the_deadline(hook, json));
+}
+
+fn watch_the_deadline(hook: Hook, json: bool) {
     let deadline = gate_deadline();
     let spawned = std::thread::Builder::new()
         .name("evctl-gate-deadline".into())
@@ -777,9 +784,153 @@ pub async fn run(s: &mut Session, a: HookArgs) -> Out {
     }
     arm_watchdog(hook, json);
     let out = gate(s, hook, json, a.strict).await;
-    // Answered in time: the watchdog must not speak (and cannot, while this is held).
-    *GATE_DONE.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    answered();
     out
+}
+
+/// The gate has its answer: the watchdog must not speak (and cannot, while this is held).
+fn answered() {
+    *GATE_DONE.lock().unwrap_or_else(|e| e.into_inner()) = true;
+}
+
+/// The arguments of a pre-commit gate as the installed script passes them, and nothing else:
+/// `[--store DIR] hook [--strict] pre-commit`. `Some(store, strict)`.
+fn quick_args(args: &[String]) -> Option<(Option<String>, bool)> {
+    let mut rest = args;
+    let mut store = None;
+    match rest {
+        [flag, dir, more @ ..] if flag == "--store" => {
+            store = Some(dir.clone());
+            rest = more;
+        }
+        [flag, more @ ..] if flag.starts_with("--store=") => {
+            store = flag.strip_prefix("--store=").map(str::to_string);
+            rest = more;
+        }
+        _ => {}
+    }
+    match rest {
+        [h, w] if h == "hook" && w == "pre-commit" => Some((store, false)),
+        [h, s, w] if h == "hook" && s == "--strict" && w == "pre-commit" => Some((store, true)),
+        _ => None,
+    }
+}
+
+/// The pre-commit gate's quick way, taken before evctl reads its arguments the usual way or
+/// starts its runtime (`git commit` waits for every millisecond of it): for exactly what the
+/// installed script runs, against a daemon already running, the guards are asked in one blocking
+/// round trip together with the hello ([`crate::client::batch`]), then judged and said as
+/// [`run`] would. `None`: take the usual way ([`run`]), which starts or replaces the daemon,
+/// answers in-process without one, asks git for the staged paths when evd cannot read the
+/// index, and says what went wrong. Nothing was written meanwhile: the guards are a read.
+pub fn quick(args: &[String]) -> Option<Out> {
+    let (store, strict) = quick_args(args)?;
+    if skip_requested() {
+        return Some(Out::default());
+    }
+    let s = Session::new(&crate::grammar::Globals {
+        store,
+        ..Default::default()
+    });
+    if let Some(why) = s.unreachable_reason() {
+        return handed_over(why);
+    }
+    let hook = Hook::PreCommit;
+    let place = match place(&s, hook, false) {
+        Ok(p) => p,
+        Err(out) => return Some(out),
+    };
+    let Some(index) = index_file(&s.cwd, &place.top) else {
+        return handed_over("evd cannot read this work tree's index itself");
+    };
+    arm_watchdog(hook, false);
+    let req = staged_request(&s, &place, index);
+    // A slow answer (evd busy opening the store) is left to the usual way, which says what
+    // the store is busy with on a terminal.
+    let wait = std::time::Duration::from_millis(1500);
+    let answer =
+        crate::client::batch::hello_and_read::<_, GuardsResult>(&s.rt_dir, "ev.guards", &req, wait);
+    let answer = match answer {
+        Ok(Some((_, answer))) => answer,
+        Ok(None) => return handed_over("no daemon of this build is running"),
+        Err(e) => return handed_over(&e),
+    };
+    let r = match answer {
+        Ok(mut r) => match r.staged_paths.take() {
+            Some(changed) => (changed, Ok(r)),
+            None => return handed_over("evd did not read the staged change"),
+        },
+        Err(e) => {
+            let e = Refusal::from_error_object(&e);
+            if e.reason == "staged_unknown" || e.code == proto::rpc::codes::STOPPING {
+                return handed_over(&e.message);
+            }
+            (Vec::new(), Err(e))
+        }
+    };
+    if std::env::var_os("EVCTL_DEBUG").is_some() {
+        eprintln!("evctl: the pre-commit gate asked evd in one round trip");
+    }
+    let out = judged(hook, &place, r, strict, false);
+    answered();
+    Some(out)
+}
+
+/// The quick way cannot answer (`why`): the usual way will. Said with `EVCTL_DEBUG`.
+fn handed_over(why: &str) -> Option<Out> {
+    if std::env::var_os("EVCTL_DEBUG").is_some() {
+        eprintln!("evctl: the pre-commit gate takes the usual way ({why})");
+    }
+    None
+}
+
+/// Where a gate runs: the store's root, the work tree's top, and the store's place below it
+/// (`sub/`, or nothing) by which git's paths name the store's files.
+struct Place {
+    root: PathBuf,
+    top: PathBuf,
+    prefix: String,
+}
+
+impl Place {
+    fn shown(&self, p: &str) -> String {
+        format!("{}{p}", self.prefix)
+    }
+}
+
+/// Find the [`Place`], or the gate's whole answer when there is nothing to gate (no store
+/// here) or it cannot tell (not in a git work tree).
+fn place(s: &Session, hook: Hook, json: bool) -> Result<Place, Out> {
+    let root = s.root(true);
+    if std::fs::symlink_metadata(root.join(".evolving")).is_err() {
+        return Err(Out::default());
+    }
+    let top = match work_tree_top(&s.cwd) {
+        Ok(t) => t,
+        Err(e) => return Err(trouble(hook, &e, json)),
+    };
+    let prefix = root
+        .strip_prefix(&top)
+        .ok()
+        .and_then(Path::to_str)
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("{p}/"))
+        .unwrap_or_default();
+    Ok(Place { root, top, prefix })
+}
+
+/// A commit's guards request, evd reading the staged paths from the `index` itself.
+fn staged_request(s: &Session, place: &Place, index: String) -> proto::rpc::GuardsRequest {
+    proto::rpc::GuardsRequest {
+        context: crate::verbs::verdict_context(s, false),
+        limit: Some(SHOWN),
+        staged: true,
+        staged_index: Some(proto::rpc::StagedIndex {
+            index,
+            prefix: place.prefix.clone(),
+        }),
+        ..Default::default()
+    }
 }
 
 async fn gate(s: &mut Session, hook: Hook, json: bool, strict: bool) -> Out {
@@ -790,62 +941,54 @@ async fn gate(s: &mut Session, hook: Hook, json: bool, strict: bool) -> Out {
     } else {
         String::new()
     };
-    let root = s.root(true);
-    if std::fs::symlink_metadata(root.join(".evolving")).is_err() {
-        return Out::default();
-    }
-    let top = match work_tree_top(&s.cwd) {
-        Ok(t) => t,
-        Err(e) => return trouble(hook, &e, json),
+    let place = match place(s, hook, json) {
+        Ok(p) => p,
+        Err(out) => return out,
     };
-    let prefix = root
-        .strip_prefix(&top)
-        .ok()
-        .and_then(Path::to_str)
-        .filter(|p| !p.is_empty())
-        .map(|p| format!("{p}/"))
-        .unwrap_or_default();
-    let shown = |p: &str| format!("{prefix}{p}");
     // A commit's staged change is read by evd from the index itself (no git child here); an
     // index it cannot read that way, or a push, is asked of git.
     let index = match hook {
-        Hook::PreCommit => index_file(&s.cwd, &top),
+        Hook::PreCommit => index_file(&s.cwd, &place.top),
         Hook::PrePush => None,
     };
-    let (changed, r) = match index {
+    let (root, top) = (&place.root, &place.top);
+    let answer = match index {
         Some(index) => {
-            let ctx = crate::verbs::verdict_context(s, false);
-            let req = proto::rpc::GuardsRequest {
-                context: ctx,
-                limit: Some(SHOWN),
-                staged: true,
-                staged_index: Some(proto::rpc::StagedIndex {
-                    index,
-                    prefix: prefix.clone(),
-                }),
-                ..Default::default()
-            };
+            let req = staged_request(s, &place, index);
             match crate::verbs::ask_guards(s, req).await {
                 Ok(mut r) => match r.staged_paths.take() {
                     Some(changed) => (changed, Ok(r)),
-                    None => asked_of_git(s, hook, &root, &top, input).await,
+                    None => asked_of_git(s, hook, root, top, input).await,
                 },
                 Err(e) if e.reason == "staged_unknown" => {
-                    asked_of_git(s, hook, &root, &top, input).await
+                    asked_of_git(s, hook, root, top, input).await
                 }
                 Err(e) => (Vec::new(), Err(e)),
             }
         }
-        None => asked_of_git(s, hook, &root, &top, input).await,
+        None => asked_of_git(s, hook, root, top, input).await,
     };
+    judged(hook, &place, answer, strict, json)
+}
+
+/// The gate's answer from evd's (the changed paths, and the guards or a refusal): blocked or
+/// not, and the lines that say why.
+fn judged(
+    hook: Hook,
+    place: &Place,
+    (changed, r): (Vec<String>, Result<GuardsResult, Refusal>),
+    strict: bool,
+    json: bool,
+) -> Out {
     let r = match r {
         Ok(r) => r,
         Err(e) if e.reason == "conflicted_head" => {
-            return conflicted(hook, &shown(".evolving/HEAD"), json)
+            return conflicted(hook, &place.shown(".evolving/HEAD"), json)
         }
         Err(e) if e.reason == NOTHING_PUSHED => return Out::default(),
         Err(e) => return trouble(hook, &e.message, json),
     };
+    let shown = |p: &str| place.shown(p);
     let said = match hook {
         Hook::PreCommit => pre_commit(&r, &shown, &changed, strict),
         Hook::PrePush => pre_push(&r, &shown, &changed),

@@ -502,6 +502,11 @@ fn main() -> ExitCode {
         eprintln!("error: arguments must be valid UTF-8");
         return ExitCode::from(2);
     };
+    // The pre-commit gate, before anything else is set up: a commit waits for it.
+    if let Some(out) = hook_run::quick(&args) {
+        out.emit();
+        return ExitCode::from(out.code);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

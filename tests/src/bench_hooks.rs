@@ -4,8 +4,9 @@
 //! its decisions committed (so git's index holds every tick, as in a team's repository), with
 //! `evctl hooks install` done and a warm evd, the same kind of commit (one line appended to
 //! a file many decisions guard, saved before a user's pause, staged right before the commit,
-//! untimed) is timed with the hook and with `--no-verify`, alternating, and the medians are
-//! compared. Before each timed commit evd is given what a user's pause between commits gives it:
+//! untimed) is timed with the hook, with `--no-verify`, and with an empty `sh` hook in the
+//! gate's place (what git pays for running any pre-commit hook: the gate's floor), in rotation,
+//! and the medians are compared. Before each timed commit evd is given what a user's pause between commits gives it:
 //! the evaluation for the new HEAD (an untimed `evctl hook pre-commit`). A second series commits
 //! right after the previous commit (and its edit), so the hook finds evd still re-evaluating
 //! after HEAD moved.
@@ -65,15 +66,40 @@ fn edit(root: &Path, n: usize) -> Res<()> {
     writeln!(f, "-- bench change {n}").map_err(|e| e.to_string())
 }
 
+/// How a timed commit runs its pre-commit hook.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hooked {
+    /// evctl's gate (the bench's copy of the installed script).
+    Gate,
+    /// `--no-verify`: no hook at all.
+    NoVerify,
+    /// An empty `sh` script in the gate's place: what git pays for running any pre-commit hook
+    /// (starting it, and reading its index again afterwards), the gate's floor.
+    Empty,
+}
+
+/// An empty hook, for [`Hooked::Empty`].
+const EMPTY_HOOK: &str = "#!/bin/sh\nexit 0\n";
+
 /// `git add` of the edited file (untimed), then a timed `git commit`; then the edit the next
 /// commit stages.
-fn timed_commit(w: &World, root: &Path, n: usize, no_verify: bool) -> Res<Duration> {
+fn timed_commit(w: &World, root: &Path, n: usize, how: Hooked) -> Res<Duration> {
     git_ok(w, root, &["add", CHANGED])?;
     let msg = format!("bench {n}");
     let mut args = vec!["commit", "-q", "-m", msg.as_str()];
+    let no_verify = how == Hooked::NoVerify;
     if no_verify {
         args.push("--no-verify");
     }
+    let hook = root.join(".git/hooks/pre-commit");
+    let gate = match how {
+        Hooked::Empty => {
+            let gate = std::fs::read(&hook).map_err(|e| format!("{}: {e}", hook.display()))?;
+            std::fs::write(&hook, EMPTY_HOOK).map_err(|e| e.to_string())?;
+            Some(gate)
+        }
+        _ => None,
+    };
     let t = Instant::now();
     let out = git(w, root)
         .args(&args)
@@ -81,13 +107,16 @@ fn timed_commit(w: &World, root: &Path, n: usize, no_verify: bool) -> Res<Durati
         .output()
         .map_err(|e| format!("git commit: {e}"))?;
     let took = t.elapsed();
+    if let Some(gate) = gate {
+        std::fs::write(&hook, gate).map_err(|e| e.to_string())?;
+    }
     if !out.status.success() {
         return Err(format!(
             "git commit failed: {}",
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    if !no_verify && out.stderr.is_empty() {
+    if how == Hooked::Gate && out.stderr.is_empty() {
         return Err("the hook said nothing: did it run?".into());
     }
     edit(root, n + 1)?;
@@ -179,42 +208,47 @@ fn one(
     settle(w, &fx.root)?;
     // Warm-up: one of each, untimed.
     let mut n = 0;
-    for no_verify in [false, true] {
+    for how in [Hooked::Gate, Hooked::NoVerify, Hooked::Empty] {
         n += 1;
-        timed_commit(w, &fx.root, n, no_verify)?;
+        timed_commit(w, &fx.root, n, how)?;
         settle(w, &fx.root)?;
     }
-    let (mut with, mut without, mut diffs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut with, mut without, mut empty) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut diffs, mut floor) = (Vec::new(), Vec::new());
+    let kinds = [Hooked::Gate, Hooked::NoVerify, Hooked::Empty];
     for i in 0..pairs {
-        // Alternate which goes first, so drift falls on both alike.
-        let order = if i % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        let mut pair = [Duration::ZERO; 2];
-        for no_verify in order {
+        // Rotate which goes first, so drift falls on all alike.
+        let mut three = [Duration::ZERO; 3];
+        for k in 0..3 {
+            let at = (i + k) % 3;
             n += 1;
-            let d = timed_commit(w, &fx.root, n, no_verify)?;
+            three[at] = timed_commit(w, &fx.root, n, kinds[at])?;
             settle(w, &fx.root)?;
-            pair[usize::from(no_verify)] = d;
         }
-        with.push(pair[0]);
-        without.push(pair[1]);
-        diffs.push(ms(pair[0]) - ms(pair[1]));
+        with.push(three[0]);
+        without.push(three[1]);
+        empty.push(three[2]);
+        diffs.push(ms(three[0]) - ms(three[1]));
+        floor.push(ms(three[2]) - ms(three[1]));
     }
     diffs.sort_by(f64::total_cmp);
+    floor.sort_by(f64::total_cmp);
     let paired = diffs[diffs.len() / 2];
-    let (mw, mo) = (median(with.clone()), median(without.clone()));
+    let (mw, mo, me) = (
+        median(with.clone()),
+        median(without.clone()),
+        median(empty.clone()),
+    );
     report.add("commit", fx.label, "git commit, gate (warm)", stats(with));
     report.add("commit", fx.label, "git commit --no-verify", stats(without));
+    report.add("commit", fx.label, "git commit, empty hook", stats(empty));
     // Right after a commit: evd is still re-evaluating for the HEAD that just moved.
     let mut rushed = Vec::new();
     for _ in 0..(pairs / 3).max(3) {
         n += 1;
-        timed_commit(w, &fx.root, n, true)?;
+        timed_commit(w, &fx.root, n, Hooked::NoVerify)?;
         n += 1;
-        rushed.push(timed_commit(w, &fx.root, n, false)?);
+        rushed.push(timed_commit(w, &fx.root, n, Hooked::Gate)?);
     }
     settle(w, &fx.root)?;
     let mr = median(rushed.clone());
@@ -225,12 +259,15 @@ fn one(
         stats(rushed),
     );
     let line = format!(
-        "hooks {:>4}: gate adds {:.1} ms to git commit (median {} with, {} without; median of paired differences {:.1} ms); right after a previous commit it adds {:.1} ms",
+        "hooks {:>4}: gate adds {:.1} ms to git commit (median {} with, {} without; median of paired differences {:.1} ms), of which git's own cost of running any hook (an empty one) {:.1} ms (median of paired differences {:.1} ms; {} with it); right after a previous commit it adds {:.1} ms",
         fx.label,
         ms(mw) - ms(mo),
         fmt_dur(mw),
         fmt_dur(mo),
         paired,
+        ms(me) - ms(mo),
+        floor[floor.len() / 2],
+        fmt_dur(me),
         ms(mr) - ms(mo)
     );
     println!("  {line}");

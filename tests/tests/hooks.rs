@@ -695,3 +695,79 @@ fn the_gate_reads_exactly_what_this_commit_records() {
     assert!(blocked_for_schema(&r), "{r:?}");
     assert!(w.daemon_pid().is_some(), "answered by this world's evd");
 }
+
+/// The pre-commit gate asks a running evd in one round trip, before evctl sets up anything
+/// else; what it says is exactly what the usual way says (here, answered in-process), strict or
+/// not. Where it cannot ask that way (no daemon of this build, an index evd does not read
+/// itself), it hands over to the usual way, which answers the same; `EVCTL_DEBUG` tells which.
+#[test]
+fn the_quick_gate_says_what_the_usual_way_says() {
+    const QUICK: &str = "evctl: the pre-commit gate asked evd in one round trip\n";
+    let w = World::new();
+    let fx = fixture(&w, None);
+    let p = fx.repo.path();
+    w.evctl(p, &["hooks", "install"]).ok();
+    break_api(&w, &fx);
+    stage_change(&w, &fx, "db/schema.sql");
+    for args in [
+        &["hook", "pre-commit"][..],
+        &["hook", "--strict", "pre-commit"][..],
+    ] {
+        let quick = w.evctl_env(p, &[("EVCTL_DEBUG", "1")], args);
+        assert!(quick.stderr.starts_with(QUICK), "{args:?}: {quick:?}");
+        let usual = w.evctl_env(p, &[("EVD_NO_DAEMON", "1")], args);
+        assert_eq!(
+            (
+                quick.code,
+                quick.stdout.as_str(),
+                &quick.stderr[QUICK.len()..]
+            ),
+            (usual.code, usual.stdout.as_str(), usual.stderr.as_str()),
+            "{args:?}"
+        );
+        assert_eq!(quick.code, 1, "the failing api test blocks: {quick:?}");
+        assert!(quick.stderr.contains(&fx.api), "{quick:?}");
+    }
+    // Through git: the same gate, asked the quick way.
+    let r = commit(&w, &fx, &[("EVCTL_DEBUG", "1")], &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.starts_with(QUICK), "{r:?}");
+    assert!(r.stderr.contains("evctl: commit blocked"), "{r:?}");
+    // A linked worktree's index is asked of git: the usual way, the same verdicts.
+    let side = tempfile::tempdir().expect("worktree");
+    let wt = side.path().join("wt");
+    w.git(
+        p,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "side",
+            &wt.display().to_string(),
+        ],
+    )
+    .ok();
+    std::fs::write(wt.join("api/extra"), "").expect("write");
+    append(&wt.join("db/schema.sql"), "-- in the worktree\n");
+    w.git(&wt, &["add", "db/schema.sql"]).ok();
+    let r = w.evctl_env(&wt, &[("EVCTL_DEBUG", "1")], &["hook", "pre-commit"]);
+    assert!(
+        r.stderr.starts_with(
+            "evctl: the pre-commit gate takes the usual way (evd cannot read this work tree's index itself)\n"
+        ),
+        "{r:?}"
+    );
+    assert!(r.stderr.contains("db/schema.sql"), "{r:?}");
+    // No daemon to ask: the usual way answers in-process, and says the same.
+    let w2 = World::with_env(&[("EVD_BIN", "/nonexistent/evd")]);
+    let r = w2.evctl_env(p, &[("EVCTL_DEBUG", "1")], &["hook", "pre-commit"]);
+    assert!(
+        r.stderr.starts_with(
+            "evctl: the pre-commit gate takes the usual way (no daemon of this build is running)\n"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&fx.api), "{r:?}");
+}

@@ -20,10 +20,14 @@ const MAX_ENTRIES: usize = 250_000;
 /// The length of a SHA-1 object id, the only format read here.
 const OID: usize = 20;
 
-/// One path's staged state: its mode and object id.
+/// One path of HEAD's tree: where its path lies in [`HeadTree::paths`], its mode and object id.
+/// Kept side by side with no allocation of its own, so that the comparison with an index walks
+/// memory in order (a gate reads every entry on every commit, after an idle pause has left the
+/// caches cold).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
-    path: Box<[u8]>,
+    at: u32,
+    len: u32,
     mode: u32,
     oid: [u8; OID],
 }
@@ -34,6 +38,8 @@ struct Entry {
 pub struct HeadTree {
     /// The commit it is the tree of.
     pub commit: String,
+    /// Every entry's path, one after the other.
+    paths: Vec<u8>,
     entries: Vec<Entry>,
 }
 
@@ -54,26 +60,26 @@ impl HeadTree {
         if !out.status.success() || out.stdout.len() as u64 > MAX_BYTES {
             return None;
         }
-        Some(HeadTree {
-            commit: commit.to_string(),
-            entries: parse_ls_tree(&out.stdout)?,
-        })
+        parse_ls_tree(commit, &out.stdout)
     }
 
     /// The tree with these entries (for tests).
     #[cfg(test)]
     fn from_ls_tree(commit: &str, bytes: &[u8]) -> Option<HeadTree> {
-        Some(HeadTree {
-            commit: commit.to_string(),
-            entries: parse_ls_tree(bytes)?,
-        })
+        parse_ls_tree(commit, bytes)
+    }
+
+    /// The path of entry `e`.
+    fn path(&self, e: &Entry) -> &[u8] {
+        &self.paths[e.at as usize..(e.at + e.len) as usize]
     }
 }
 
 /// `git ls-tree -r -z` output: `<mode> SP <type> SP <hex id> TAB <path> NUL` per entry, sorted
 /// by path bytes. `None` for anything else (a SHA-256 id among them).
-fn parse_ls_tree(bytes: &[u8]) -> Option<Vec<Entry>> {
+fn parse_ls_tree(commit: &str, bytes: &[u8]) -> Option<HeadTree> {
     let mut entries = Vec::new();
+    let mut paths = Vec::with_capacity(bytes.len() / 2);
     for rec in bytes.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let tab = rec.iter().position(|&b| b == b'\t')?;
         let (meta, path) = (&rec[..tab], &rec[tab + 1..]);
@@ -90,16 +96,26 @@ fn parse_ls_tree(bytes: &[u8]) -> Option<Vec<Entry>> {
             oid[i] = u8::from_str_radix(s, 16).ok()?;
         }
         entries.push(Entry {
-            path: path.into(),
+            at: u32::try_from(paths.len()).ok()?,
+            len: u32::try_from(path.len()).ok()?,
             mode: u32::from_str_radix(mode, 8).ok()?,
             oid,
         });
+        paths.extend_from_slice(path);
         if entries.len() > MAX_ENTRIES {
             return None;
         }
     }
-    entries.sort_by(|a, b| a.path.cmp(&b.path));
-    Some(entries)
+    let mut tree = HeadTree {
+        commit: commit.to_string(),
+        paths,
+        entries,
+    };
+    // git lists a tree in this order already; sorted anyway, since the walk depends on it.
+    let mut entries = std::mem::take(&mut tree.entries);
+    entries.sort_by(|a, b| tree.path(a).cmp(tree.path(b)));
+    tree.entries = entries;
+    Some(tree)
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {
@@ -138,6 +154,14 @@ const INTENT_TO_ADD: u16 = 0x2000;
 /// A sparse index's directory entry.
 const DIR_MODE: u32 = 0o040000;
 
+/// The last stage-0 path of the index read so far: HEAD's entry it matched (no copy), or its
+/// own.
+enum Last {
+    Nothing,
+    Theirs(usize),
+    Own(Vec<u8>),
+}
+
 /// The staged paths of the index `bytes` against `tree`: added, deleted, changed (content or
 /// mode) and unmerged, sorted by path bytes, each once (git's order for `diff --cached`).
 /// `None` when the index is not one this parser wholly understands.
@@ -160,11 +184,11 @@ fn staged_in(b: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
     let mut at = 12;
     let mut out: Vec<Box<[u8]>> = Vec::new();
     let mut unmerged: Vec<Box<[u8]>> = Vec::new();
-    // The path just read (index v4 spells each path against the one before) and the last
-    // stage-0 path (the index must be sorted, else it is left to git); reused, never regrown
-    // past the longest path.
+    // The path just read (index v4 spells each path against the one before; reused, never
+    // regrown past the longest path) and the last stage-0 path (the index must be sorted, else
+    // it is left to git).
     let mut path: Vec<u8> = Vec::new();
-    let mut last: Option<Vec<u8>> = None;
+    let mut last = Last::Nothing;
     let theirs = &tree.entries;
     let mut j = 0;
     for _ in 0..count {
@@ -219,27 +243,47 @@ fn staged_in(b: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
             }
             continue;
         }
-        match &mut last {
-            Some(l) if l.as_slice() >= path.as_slice() => return None,
-            Some(l) => {
-                l.clear();
-                l.extend_from_slice(&path);
+        // The common case first: HEAD has this very path next. It is then also past the last
+        // path (HEAD's entries before it are not past that one), so the index stays sorted.
+        if let Some(t) = theirs.get(j).filter(|t| tree.path(t) == &path[..]) {
+            if t.mode != mode || t.oid[..] != *oid {
+                out.push(path.as_slice().into());
             }
-            None => last = Some(path.clone()),
+            last = Last::Theirs(j);
+            j += 1;
+            continue;
+        }
+        let before = match &last {
+            Last::Nothing => None,
+            Last::Theirs(k) => Some(tree.path(&theirs[*k])),
+            Last::Own(l) => Some(l.as_slice()),
+        };
+        if before.is_some_and(|l| l >= path.as_slice()) {
+            return None;
         }
         // What HEAD has before this path is gone from the index: deleted.
-        while let Some(t) = theirs.get(j).filter(|t| &t.path[..] < path.as_slice()) {
-            out.push(t.path.clone());
+        while let Some(t) = theirs.get(j).filter(|t| tree.path(t) < path.as_slice()) {
+            out.push(tree.path(t).into());
             j += 1;
         }
         match theirs.get(j) {
-            Some(t) if &t.path[..] == path.as_slice() => {
+            Some(t) if tree.path(t) == path.as_slice() => {
                 if t.mode != mode || t.oid[..] != *oid {
                     out.push(path.as_slice().into());
                 }
+                last = Last::Theirs(j);
                 j += 1;
             }
-            _ => out.push(path.as_slice().into()),
+            _ => {
+                out.push(path.as_slice().into());
+                match &mut last {
+                    Last::Own(l) => {
+                        l.clear();
+                        l.extend_from_slice(&path);
+                    }
+                    _ => last = Last::Own(path.clone()),
+                }
+            }
         }
     }
     // Extensions: an optional one (its name starts with an upper-case letter) may be skipped;
@@ -256,7 +300,7 @@ fn staged_in(b: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
     if at != end {
         return None;
     }
-    out.extend(theirs[j..].iter().map(|t| t.path.clone()));
+    out.extend(theirs[j..].iter().map(|t| tree.path(t).into()));
     out.extend(unmerged);
     out.sort();
     out.dedup();

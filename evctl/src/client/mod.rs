@@ -12,6 +12,8 @@ use jsonrpsee::core::client::{Client, ClientBuilder};
 use proto::rpc::{EvApiClient, Hello, HelloRequest, PROTOCOL_VERSION};
 use tokio::net::UnixStream;
 
+pub mod batch;
+
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,6 +46,14 @@ pub fn evd_binary() -> Option<PathBuf> {
             .map(|d| d.join("evd"))
             .find(|p| p.is_file())
     })
+}
+
+/// The build identity this evctl wants of its daemon: that of the evd it would start (`None`
+/// when there is none to start, and then any build of our protocol will do).
+pub fn wanted_build(rt: &Path) -> Option<String> {
+    evd_binary()
+        .as_deref()
+        .and_then(|b| paths::build_identity(b, Some(rt)))
 }
 
 /// A connected, handshaken daemon.
@@ -112,9 +122,7 @@ where
     Fut: std::future::Future<Output = R>,
 {
     let sock = paths::socket_path(rt);
-    let want = evd_binary()
-        .as_deref()
-        .and_then(|b| paths::build_identity(b, Some(rt)));
+    let want = wanted_build(rt);
     // Connected (or hello sent) and no answer: a daemon alive behind that is stuck or stopped;
     // none alive, the usual way starts one.
     let silent = || match live_daemon(rt) {
@@ -160,9 +168,7 @@ pub async fn connect_existing(rt: &Path) -> Result<Conn, String> {
 /// Connect to a running daemon that speaks our protocol, never starting or replacing one (a
 /// long-lived client coming back after its daemon went away).
 pub async fn connect_running(rt: &Path) -> Result<Conn, String> {
-    let want = evd_binary()
-        .as_deref()
-        .and_then(|b| paths::build_identity(b, Some(rt)));
+    let want = wanted_build(rt);
     let client = connect(&paths::socket_path(rt)).await?;
     let h = hello(&client, want.as_deref().unwrap_or("")).await?;
     if h.protocol != PROTOCOL_VERSION {
