@@ -169,6 +169,31 @@ struct Shared {
 }
 
 /// The actor's thread: run jobs and watcher batches one at a time until told to stop.
+/// Give the store's work-tree and evidence watches the sink that re-evaluates on a change
+/// (guarded files of the work tree, for `dirty`; files current decisions cite as evidence;
+/// each watched once an evaluation knows which they are), unless they have one: giving it again
+/// drops the watches an evaluation made.
+fn live_sinks(store: &mut OpenStore, to_self: &mpsc::Sender<Msg>) {
+    if !store.worktree.has_sink() {
+        let tx = to_self.clone();
+        store.worktree.set_sink(Some(Arc::new(move || {
+            let _ = tx.send(Msg::Changes(Changes {
+                worktree: true,
+                ..Changes::default()
+            }));
+        })));
+    }
+    if !store.evidence.has_sink() {
+        let tx = to_self.clone();
+        store.evidence.set_sink(Some(Arc::new(move || {
+            let _ = tx.send(Msg::Changes(Changes {
+                evidence: true,
+                ..Changes::default()
+            }));
+        })));
+    }
+}
+
 fn actor_loop(
     root: PathBuf,
     (rx, to_self): (mpsc::Receiver<Msg>, mpsc::Sender<Msg>),
@@ -207,6 +232,9 @@ fn actor_loop(
     if let Some(build) = images {
         store.keep_images(build);
     }
+    // Before the first request, so that its evaluation keeps the work tree's watches (and the
+    // answer git gave while the store was opening) instead of the next one making them again.
+    live_sinks(&mut store, &to_self);
     let mut watching: Option<watcher::StoreWatcher> = None;
     let mut watch_failed: Option<(Instant, String)> = None;
     let mut next: Option<Msg> = None;
@@ -347,24 +375,9 @@ fn actor_loop(
                     // reached no listener: one catch-up evaluation (its drains find it) before
                     // anything else, so a receipt written in that gap is pushed too.
                     let _ = to_self.send(Msg::Changes(Changes::default()));
-                    // Guarded files of the work tree too, for `dirty`: watched once an
-                    // evaluation knows which they are.
-                    let tx = to_self.clone();
-                    store.worktree.set_sink(Some(Arc::new(move || {
-                        let _ = tx.send(Msg::Changes(Changes {
-                            worktree: true,
-                            ..Changes::default()
-                        }));
-                    })));
-                    // And the files current decisions cite as evidence, watched once a look
-                    // at the evidence knows which they are.
-                    let tx = to_self.clone();
-                    store.evidence.set_sink(Some(Arc::new(move || {
-                        let _ = tx.send(Msg::Changes(Changes {
-                            evidence: true,
-                            ..Changes::default()
-                        }));
-                    })));
+                    // Again after a rescan dropped them (the first ones were given before the
+                    // first request).
+                    live_sinks(&mut store, &to_self);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, store = %root.display(), "cannot watch the store; it is served degraded (validated against the disk on every request) and its verdicts are not pushed");

@@ -509,6 +509,11 @@ impl Worktree {
         self.reset();
     }
 
+    /// Whether a sink was given (see [`Worktree::set_sink`]).
+    pub fn has_sink(&self) -> bool {
+        self.sink.is_some()
+    }
+
     /// Forget everything (the store's watches were lost).
     pub fn reset(&mut self) {
         self.watched = None;

@@ -440,6 +440,11 @@ impl Cache {
         self.unwatched = None;
     }
 
+    /// Whether a sink was given (see [`Cache::set_sink`]).
+    pub fn has_sink(&self) -> bool {
+        self.sink.is_some()
+    }
+
     /// The generation of what the current decisions' evidence reads (see [`sync`]).
     pub fn generation(&self) -> u64 {
         self.generation
