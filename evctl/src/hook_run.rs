@@ -12,6 +12,11 @@
 //! pre-push: the files the pushed commits change (from git's list of refs on stdin), blocked
 //! when a decision guarding one of them has a gating verdict.
 //!
+//! A pre-commit gate against a daemon already running is asked before evctl reads its arguments
+//! the usual way or starts its runtime ([`quick`]: one HTTP round trip); everything else, and
+//! anything that way cannot do, goes the usual way ([`run`]) with the same prelude and the same
+//! judgement.
+//!
 //! A hook never blocks because of evctl's own trouble: no store, git failing, a refusal, evd
 //! unreachable (the same engine answers in-process) — each ends in exit 0, saying so in one line
 //! at most. Output is a few lines on stderr (git shows a hook's stderr), then a count and the

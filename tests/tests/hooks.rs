@@ -136,6 +136,17 @@ fn break_api(w: &World, fx: &Fixture) {
     );
 }
 
+/// A linked worktree of the repository at `p` on a new branch `side`, in a temporary directory
+/// (kept while the first value lives).
+fn linked_worktree(w: &World, p: &Path) -> (tempfile::TempDir, PathBuf) {
+    let side = tempfile::tempdir().expect("worktree");
+    let wt = side.path().join("wt");
+    let wt_arg = wt.display().to_string();
+    w.git(p, &["worktree", "add", "-q", "-b", "side", &wt_arg])
+        .ok();
+    (side, wt)
+}
+
 fn stage_change(w: &World, fx: &Fixture, rel: &str) {
     append(&fx.root.join(rel), "-- a change\n");
     w.git(&fx.root, &["add", rel]).ok();
@@ -555,20 +566,7 @@ fn a_linked_worktree_shares_the_hooks_and_gates_its_own_commits() {
     let w = World::new();
     let fx = fixture(&w, None);
     let p = fx.repo.path();
-    let side = tempfile::tempdir().expect("worktree");
-    let wt = side.path().join("wt");
-    w.git(
-        p,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "side",
-            &wt.display().to_string(),
-        ],
-    )
-    .ok();
+    let (_side, wt) = linked_worktree(&w, p);
     let r = w.evctl(&wt, &["hooks", "install"]).ok();
     let common = p.join(".git/hooks").canonicalize().expect("canon");
     assert!(
@@ -734,20 +732,7 @@ fn the_quick_gate_says_what_the_usual_way_says() {
     assert!(r.stderr.starts_with(QUICK), "{r:?}");
     assert!(r.stderr.contains("evctl: commit blocked"), "{r:?}");
     // A linked worktree's index is asked of git: the usual way, the same verdicts.
-    let side = tempfile::tempdir().expect("worktree");
-    let wt = side.path().join("wt");
-    w.git(
-        p,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "side",
-            &wt.display().to_string(),
-        ],
-    )
-    .ok();
+    let (_side, wt) = linked_worktree(&w, p);
     std::fs::write(wt.join("api/extra"), "").expect("write");
     append(&wt.join("db/schema.sql"), "-- in the worktree\n");
     w.git(&wt, &["add", "db/schema.sql"]).ok();

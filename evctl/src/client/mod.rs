@@ -1,6 +1,7 @@
 //! Reaching evd: connect over the private socket (WebSocket framing over the Unix stream), shake
 //! hands, start a daemon when none answers (once, under a lock, however many clients race), and
 //! replace a daemon of another build through the handshake — never by killing a bare pid.
+//! [`batch`] is the one blocking exchange without WebSocket (the pre-commit gate's).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -40,10 +40,13 @@ struct Persisted {
 /// The entries of a persisted cache; `None` for a missing, unreadable or malformed file.
 pub(super) fn read_persisted(path: &Path) -> Option<Vec<Entry>> {
     let f = crate::sys::fsio::open_regular(path).ok()?;
-    if f.metadata().ok()?.len() > MAX_READ {
+    let len = f.metadata().ok()?.len();
+    if len > MAX_READ {
         return None;
     }
-    let mut s = String::new();
+    // Sized up front: read in one go rather than in doubling pieces (every evctl that needs
+    // HEAD reads this file).
+    let mut s = String::with_capacity(usize::try_from(len).ok()? + 1);
     f.take(MAX_READ).read_to_string(&mut s).ok()?;
     let p: Persisted = serde_json::from_str(&s).ok()?;
     (p.format == FORMAT).then_some(p.entries)
