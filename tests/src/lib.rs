@@ -462,12 +462,15 @@ pub fn path_with_evctl() -> String {
 }
 
 /// `git args…` in `dir` (no system configuration, its stdout dropped); panics unless it
-/// succeeds.
+/// succeeds. evctl's hooks step aside (`EVCTL_NO_HOOKS`): this git has no test world's
+/// environment, so a hook's evctl would reach (or start) a daemon in the default runtime
+/// directory, outside the test. A test that means a hook to run uses [`World::git`].
 pub fn git(dir: &Path, args: &[&str]) {
     let st = Command::new("git")
         .current_dir(dir)
         .args(args)
         .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("EVCTL_NO_HOOKS", "1")
         .stdout(Stdio::null())
         .status()
         .expect("git");
