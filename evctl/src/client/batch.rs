@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use evd::api::shared::paths;
 use jsonrpsee::types::ErrorObjectOwned;
-use proto::rpc::{Hello, HelloRequest, PROTOCOL_VERSION};
+use proto::rpc::{Hello, PROTOCOL_VERSION};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -83,11 +83,7 @@ pub fn hello_and_read<P: Serialize, R: DeserializeOwned>(
         return Ok(None);
     };
     let want = super::wanted_build(rt);
-    let hello = HelloRequest {
-        protocol: PROTOCOL_VERSION,
-        build_id: want.clone().unwrap_or_default(),
-        client: format!("evctl {}", env!("CARGO_PKG_VERSION")),
-    };
+    let hello = super::hello_request(want.as_deref().unwrap_or(""));
     let body = serde_json::to_vec(&(
         Call {
             jsonrpc: "2.0",

@@ -95,18 +95,20 @@ pub async fn connect(sock: &Path) -> Result<Client, String> {
         .build_with_tokio(tx, rx))
 }
 
+/// What evctl says in its hello, asking for a daemon of build `build_id` (empty: any).
+fn hello_request(build_id: &str) -> HelloRequest {
+    HelloRequest {
+        protocol: PROTOCOL_VERSION,
+        build_id: build_id.to_string(),
+        client: format!("evctl {}", env!("CARGO_PKG_VERSION")),
+    }
+}
+
 async fn hello(client: &Client, build_id: &str) -> Result<Hello, String> {
-    tokio::time::timeout(
-        HANDSHAKE_TIMEOUT,
-        client.hello(HelloRequest {
-            protocol: PROTOCOL_VERSION,
-            build_id: build_id.to_string(),
-            client: format!("evctl {}", env!("CARGO_PKG_VERSION")),
-        }),
-    )
-    .await
-    .map_err(|_| "the daemon did not answer hello in time".to_string())?
-    .map_err(|e| format!("hello failed: {e}"))
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, client.hello(hello_request(build_id)))
+        .await
+        .map_err(|_| "the daemon did not answer hello in time".to_string())?
+        .map_err(|e| format!("hello failed: {e}"))
 }
 
 /// Connect to a running daemon and send `call` right behind the hello, without waiting for it:

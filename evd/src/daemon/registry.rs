@@ -168,7 +168,6 @@ struct Shared {
     current: Current,
 }
 
-/// The actor's thread: run jobs and watcher batches one at a time until told to stop.
 /// Give the store's work-tree and evidence watches the sink that re-evaluates on a change
 /// (guarded files of the work tree, for `dirty`; files current decisions cite as evidence;
 /// each watched once an evaluation knows which they are), unless they have one: giving it again
@@ -194,6 +193,7 @@ fn live_sinks(store: &mut OpenStore, to_self: &mpsc::Sender<Msg>) {
     }
 }
 
+/// The actor's thread: run jobs and watcher batches one at a time until told to stop.
 fn actor_loop(
     root: PathBuf,
     (rx, to_self): (mpsc::Receiver<Msg>, mpsc::Sender<Msg>),
