@@ -161,8 +161,13 @@ impl StateWatch {
 
     fn absorb(&mut self, written: &mut StateWritten) {
         // Every own write named so far must be in this drain, or it would read as someone
-        // else's next time: no fence shared with the request's earlier drains.
+        // else's next time: then no fence shared with the request's earlier drains. With none
+        // named since the last drain (a read, such as the pre-commit gate's), the request's
+        // shared fence is enough: it promises every change that finished before the request
+        // began, as every other drain of the request does — and spares a round trip through
+        // the watcher's thread.
         let changes = match self.watch.as_mut() {
+            Some(w) if self.ours.is_empty() => w.drain(),
             Some(w) => w.drain_all(),
             None => Changes::Rescan,
         };
