@@ -41,6 +41,9 @@ pub struct HeadTree {
     /// Every entry's path, one after the other.
     paths: Vec<u8>,
     entries: Vec<Entry>,
+    /// Every directory's tree id, by path: a directory of the index whose cached tree is the
+    /// same is skipped whole (see [`unchanged_dirs`]).
+    dirs: std::collections::HashMap<Box<[u8]>, [u8; OID]>,
 }
 
 impl HeadTree {
@@ -52,7 +55,7 @@ impl HeadTree {
         let out = crate::sys::child::output(
             &mut super::run::repository_git(
                 root,
-                &["ls-tree", "-r", "-z", "--full-tree", "--", commit],
+                &["ls-tree", "-r", "-t", "-z", "--full-tree", "--", commit],
             ),
             crate::sys::child::git_timeout(),
         )
@@ -75,17 +78,19 @@ impl HeadTree {
     }
 }
 
-/// `git ls-tree -r -z` output: `<mode> SP <type> SP <hex id> TAB <path> NUL` per entry, sorted
-/// by path bytes. `None` for anything else (a SHA-256 id among them).
+/// `git ls-tree -r -t -z` output: `<mode> SP <type> SP <hex id> TAB <path> NUL` per entry (a
+/// directory's own `tree` entry before what it holds), sorted by path bytes. `None` for
+/// anything else (a SHA-256 id among them).
 fn parse_ls_tree(commit: &str, bytes: &[u8]) -> Option<HeadTree> {
     let mut entries = Vec::new();
+    let mut dirs = std::collections::HashMap::new();
     let mut paths = Vec::with_capacity(bytes.len() / 2);
     for rec in bytes.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let tab = rec.iter().position(|&b| b == b'\t')?;
         let (meta, path) = (&rec[..tab], &rec[tab + 1..]);
         let mut words = meta.split(|&b| b == b' ');
         let mode = std::str::from_utf8(words.next()?).ok()?;
-        let _kind = words.next()?;
+        let kind = words.next()?;
         let hex = words.next()?;
         if words.next().is_some() || hex.len() != 2 * OID || path.is_empty() {
             return None;
@@ -94,6 +99,13 @@ fn parse_ls_tree(commit: &str, bytes: &[u8]) -> Option<HeadTree> {
         for (i, pair) in hex.chunks(2).enumerate() {
             let s = std::str::from_utf8(pair).ok()?;
             oid[i] = u8::from_str_radix(s, 16).ok()?;
+        }
+        if kind == b"tree" {
+            dirs.insert(path.into(), oid);
+            if dirs.len() > MAX_ENTRIES {
+                return None;
+            }
+            continue;
         }
         entries.push(Entry {
             at: u32::try_from(paths.len()).ok()?,
@@ -110,6 +122,7 @@ fn parse_ls_tree(commit: &str, bytes: &[u8]) -> Option<HeadTree> {
         commit: commit.to_string(),
         paths,
         entries,
+        dirs,
     };
     // git lists a tree in this order already; sorted anyway, since the walk depends on it.
     let mut entries = std::mem::take(&mut tree.entries);
@@ -154,6 +167,142 @@ const INTENT_TO_ADD: u16 = 0x2000;
 /// A sparse index's directory entry.
 const DIR_MODE: u32 = 0o040000;
 
+/// What lets the comparison skip a directory whole: where each index entry starts, and the
+/// directories whose cached tree (the index's `TREE` extension, which `git commit` brings up to
+/// date before it runs the pre-commit hook) is HEAD's tree for that directory, with how many
+/// entries they hold. A gate's commit touches a few directories; the store's `ticks/` alone
+/// holds an entry per decision, and is then never compared entry by entry.
+struct Skips {
+    starts: Vec<u32>,
+    dirs: std::collections::HashMap<Vec<u8>, usize>,
+}
+
+/// The [`Skips`] of the index `b` against `tree`, for an index of version 2 or 3 whose entries
+/// are all plain (stage 0, no intent-to-add, no directory entry) and whose cached tree agrees
+/// with HEAD somewhere. `None` otherwise: then every entry is compared (and anything this
+/// parser does not understand is refused there).
+fn unchanged_dirs(b: &[u8], tree: &HeadTree) -> Option<Skips> {
+    let version = be32(b, 4)?;
+    if !(2..=3).contains(&version) || tree.dirs.is_empty() {
+        return None;
+    }
+    let count = usize::try_from(be32(b, 8)?).ok()?;
+    if count > MAX_ENTRIES {
+        return None;
+    }
+    let end = b.len().checked_sub(OID)?;
+    let mut starts = Vec::with_capacity(count + 1);
+    let mut at = 12;
+    for _ in 0..count {
+        let start = at;
+        starts.push(u32::try_from(start).ok()?);
+        let mode = be32(b, start + 24)?;
+        let flags = be16(b, start + 60)?;
+        let mut name_at = start + 62;
+        if flags & EXTENDED != 0 {
+            if version < 3 || be16(b, name_at)? & INTENT_TO_ADD != 0 {
+                return None;
+            }
+            name_at += 2;
+        }
+        let len = usize::from(flags & NAME_MASK);
+        if flags & STAGE_MASK != 0 || mode & 0o170000 == DIR_MODE || len >= usize::from(NAME_MASK) {
+            return None;
+        }
+        at = start + ((name_at - start + len + 8) & !7);
+        if at > end {
+            return None;
+        }
+    }
+    starts.push(u32::try_from(at).ok()?);
+    // The extensions: the cached tree is the one wanted.
+    let mut cached = None;
+    while at < end {
+        let name = b.get(at..at + 4)?;
+        let size = usize::try_from(be32(b, at + 4)?).ok()?;
+        let body = b.get(at + 8..at.checked_add(8)?.checked_add(size)?)?;
+        if name == b"TREE" {
+            cached = Some(body);
+        }
+        at += 8 + size;
+    }
+    let mut dirs = std::collections::HashMap::new();
+    let mut rest = cached?;
+    let mut open: Vec<(Vec<u8>, usize)> = Vec::new();
+    while !rest.is_empty() {
+        // `<name> NUL <entries> SP <subtrees> LF [<id>]`, depth first.
+        let nul = rest.iter().position(|&c| c == 0)?;
+        let name = &rest[..nul];
+        let lf = rest.iter().position(|&c| c == b'\n')?;
+        let counts = std::str::from_utf8(rest.get(nul + 1..lf)?).ok()?;
+        let (entries, subtrees) = counts.split_once(' ')?;
+        let entries: i64 = entries.parse().ok()?;
+        let subtrees: usize = subtrees.parse().ok()?;
+        rest = &rest[lf + 1..];
+        let id = if entries >= 0 {
+            let id = rest.get(..OID)?;
+            rest = &rest[OID..];
+            Some(id)
+        } else {
+            None
+        };
+        // Its place: below the innermost directory still expecting subtrees.
+        while open.last().is_some_and(|(_, left)| *left == 0) {
+            open.pop();
+        }
+        let path = match open.last_mut() {
+            Some((parent, left)) => {
+                *left -= 1;
+                let mut p = parent.clone();
+                if !p.is_empty() {
+                    p.push(b'/');
+                }
+                p.extend_from_slice(name);
+                p
+            }
+            None if name.is_empty() => Vec::new(),
+            None => return None,
+        };
+        if let (Some(id), Ok(n)) = (id, usize::try_from(entries)) {
+            if n > 0
+                && !path.is_empty()
+                && tree.dirs.get(path.as_slice()).is_some_and(|h| h[..] == *id)
+            {
+                dirs.insert(path.clone(), n);
+            }
+        }
+        open.push((path, subtrees));
+        if dirs.len() > MAX_ENTRIES || open.len() > 4096 {
+            return None;
+        }
+    }
+    (!dirs.is_empty()).then_some(Skips { starts, dirs })
+}
+
+/// How many index entries from position `i` (whose path `path` HEAD has at `j` too) lie in a
+/// directory the [`Skips`] say is unchanged and that the previous entry (`prev`) was not in:
+/// the outermost such directory. HEAD must hold the same run of paths under it.
+fn skippable(skips: &Skips, path: &[u8], prev: &[u8], tree: &HeadTree, j: usize) -> usize {
+    for (k, _) in path.iter().enumerate().filter(|(_, &c)| c == b'/') {
+        let dir = &path[..=k];
+        if prev.starts_with(dir) {
+            continue;
+        }
+        let Some(&n) = skips.dirs.get(&path[..k]) else {
+            continue;
+        };
+        let theirs = &tree.entries;
+        let last_in = theirs
+            .get(j + n - 1)
+            .is_some_and(|t| tree.path(t).starts_with(dir));
+        let next_out = theirs
+            .get(j + n)
+            .is_none_or(|t| !tree.path(t).starts_with(dir));
+        return if last_in && next_out { n } else { 0 };
+    }
+    0
+}
+
 /// The last stage-0 path of the index read so far: HEAD's entry it matched (no copy), or its
 /// own.
 enum Last {
@@ -191,7 +340,12 @@ fn staged_in(b: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
     let mut last = Last::Nothing;
     let theirs = &tree.entries;
     let mut j = 0;
-    for _ in 0..count {
+    let skips = unchanged_dirs(b, tree);
+    // The previous entry's path, while directories may be skipped.
+    let mut prev: Vec<u8> = Vec::new();
+    let mut i = 0;
+    while i < count {
+        i += 1;
         let start = at;
         let mode = be32(b, start + 24)?;
         let oid: &[u8] = b.get(start + 40..start + 40 + OID)?;
@@ -246,12 +400,31 @@ fn staged_in(b: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
         // The common case first: HEAD has this very path next. It is then also past the last
         // path (HEAD's entries before it are not past that one), so the index stays sorted.
         if let Some(t) = theirs.get(j).filter(|t| tree.path(t) == &path[..]) {
+            if let Some(skips) = &skips {
+                let n = skippable(skips, &path, &prev, tree, j);
+                if n > 0 {
+                    // This entry and the rest of its unchanged directory: HEAD's, one for one.
+                    i += n - 1;
+                    j += n;
+                    at = *skips.starts.get(i)? as usize;
+                    last = Last::Theirs(j - 1);
+                    prev.clear();
+                    prev.extend_from_slice(tree.path(&theirs[j - 1]));
+                    continue;
+                }
+                prev.clear();
+                prev.extend_from_slice(&path);
+            }
             if t.mode != mode || t.oid[..] != *oid {
                 out.push(path.as_slice().into());
             }
             last = Last::Theirs(j);
             j += 1;
             continue;
+        }
+        if skips.is_some() {
+            prev.clear();
+            prev.extend_from_slice(&path);
         }
         let before = match &last {
             Last::Nothing => None,
@@ -420,6 +593,48 @@ mod tests {
             assert!(said.contains(&"db/schema.sql".to_string()));
             assert!(said.contains(&long));
             assert!(!said.contains(&"untracked.txt".to_string()));
+        }
+    }
+
+    #[test]
+    fn directories_whose_cached_tree_is_heads_are_skipped_whole_and_the_answer_is_gits() {
+        for v in ["2", "3", "4"] {
+            let t = repo(v);
+            let d = t.path();
+            // A commit leaves every cached tree valid; `git add` of one file invalidates its
+            // directories only.
+            write(d, "db/schema.sql", "2");
+            write(d, "deep/er/new.rs", "n");
+            git(d, &["add", "db/schema.sql", "deep/er/new.rs"]);
+            let bytes = std::fs::read(d.join(".git/index")).unwrap();
+            let tree = head(d);
+            let skips = unchanged_dirs(&bytes, &tree);
+            if v == "4" {
+                assert!(skips.is_none(), "index v4 is compared entry by entry");
+            } else {
+                let skips = skips.expect("unchanged directories");
+                let mut dirs: Vec<_> = skips
+                    .dirs
+                    .keys()
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .collect();
+                dirs.sort();
+                assert_eq!(dirs, ["db-x", "deep/er/still"], "index v{v}");
+            }
+            let said = ours(d).expect("read");
+            assert_eq!(said, git_says(d), "index v{v}");
+            assert_eq!(said, ["db/schema.sql", "deep/er/new.rs"], "index v{v}");
+            // Staged again after a change inside a skipped directory: never skipped then.
+            write(d, "db-x/y", "changed");
+            git(d, &["add", "db-x/y"]);
+            assert_eq!(ours(d), Some(git_says(d)), "index v{v}");
+            // A commit with everything in place: nothing staged, every directory skipped.
+            git(d, &["commit", "-qm", "two"]);
+            assert_eq!(ours(d), Some(vec![]), "index v{v}");
+            // A deletion at the start of a directory HEAD still has.
+            std::fs::remove_file(d.join("db-x/y")).unwrap();
+            git(d, &["add", "-A", "db-x"]);
+            assert_eq!(ours(d), Some(git_says(d)), "index v{v}");
         }
     }
 
