@@ -502,6 +502,14 @@ fn main() -> ExitCode {
         eprintln!("error: arguments must be valid UTF-8");
         return ExitCode::from(2);
     };
+    // git starts evctl's direct pre-commit hook (a link to evctl) under the hook's name.
+    let args = hooks::invoked_as(argv.first().map(OsString::as_os_str), args);
+    let argv: Vec<OsString> = argv
+        .first()
+        .cloned()
+        .into_iter()
+        .chain(args.iter().map(OsString::from))
+        .collect();
     // The pre-commit gate, before anything else is set up: a commit waits for it.
     if let Some(out) = hook_run::quick(&args) {
         out.emit();

@@ -417,6 +417,12 @@ fn dry_line(layout: &Layout, s: &Step) -> Option<String> {
         Step::Write { path, mode, .. } => {
             format!("   [dry-run] write {} (mode {mode:o})", show(path))
         }
+        Step::Link { path, to, .. } => {
+            format!(
+                "   [dry-run] link {} to {to} (git runs evctl directly)",
+                show(path)
+            )
+        }
         Step::MoveAside { from, to, .. } => format!(
             "   [dry-run] move the existing {} aside to {} (it keeps running, first)",
             show(from),
@@ -615,8 +621,11 @@ async fn steps(r: &mut Report, target: &Path, layout: &Layout, json: bool) -> Re
         evctl,
         store: store_rel,
         // A gate installed with `evctl hooks install --strict` stays strict.
-        strict: std::fs::read_to_string(layout.file(Hook::PreCommit))
-            .is_ok_and(|text| hooks::is_strict(&text)),
+        strict: matches!(
+            hooks::look(&layout.file(Hook::PreCommit)),
+            hooks::Found::Text(text, _) if hooks::is_strict(&text)
+        ),
+        direct: hooks::self_on_path(),
     };
     let plan = hooks::plan_install(layout, Hook::PreCommit, &t);
     r.say(format!("   {}", layout.describe()));

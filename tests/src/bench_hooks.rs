@@ -11,10 +11,11 @@
 //! right after the previous commit (and its edit), so the hook finds evd still re-evaluating
 //! after HEAD moved.
 //!
-//! A generated store gates (it holds stale and not-run verdicts), so the installed hook would
-//! block every commit; the bench's copy of the script lets the commit through (`|| true` in place
-//! of its final `exec`), doing the same work: the same evctl run, the same request, the same
-//! message.
+//! The gate is installed as a user with evctl on `PATH` gets it: the direct form, a link to evctl
+//! that git starts with no shell in between. A generated store gates (it holds stale and not-run
+//! verdicts), so the hook would block every commit; the bench's commits run with
+//! `EVCTL_GATE_WARN_ONLY=1`, which lets the commit through after the same work: the same evctl
+//! run, the same request, the same message.
 //!
 //! A breakdown for the profile follows: the hook's evctl alone, `git diff --cached` (what the
 //! hook ran for the staged paths before evd read the index itself, and still runs where evd
@@ -24,6 +25,7 @@
 //! already green (what it costs after `check --run`), and the merge driver as git runs it on a
 //! merge of two branches that both decided (`sh -c` with the registered command).
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,6 +47,7 @@ fn git(w: &World, root: &Path) -> Command {
     c.current_dir(root)
         .env("PATH", path_with_bench_evctl(w))
         .env_remove("EVCTL_NO_HOOKS")
+        .env("EVCTL_GATE_WARN_ONLY", "1")
         .stdout(Stdio::null());
     c
 }
@@ -94,8 +97,12 @@ fn timed_commit(w: &World, root: &Path, n: usize, how: Hooked) -> Res<Duration> 
     let hook = root.join(".git/hooks/pre-commit");
     let gate = match how {
         Hooked::Empty => {
-            let gate = std::fs::read(&hook).map_err(|e| format!("{}: {e}", hook.display()))?;
+            // The gate is a link to evctl: the link itself is put aside, never written through.
+            let gate = std::fs::read_link(&hook).map_err(|e| format!("{}: {e}", hook.display()))?;
+            std::fs::remove_file(&hook).map_err(|e| e.to_string())?;
             std::fs::write(&hook, EMPTY_HOOK).map_err(|e| e.to_string())?;
+            std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| e.to_string())?;
             Some(gate)
         }
         _ => None,
@@ -108,7 +115,8 @@ fn timed_commit(w: &World, root: &Path, n: usize, how: Hooked) -> Res<Duration> 
         .map_err(|e| format!("git commit: {e}"))?;
     let took = t.elapsed();
     if let Some(gate) = gate {
-        std::fs::write(&hook, gate).map_err(|e| e.to_string())?;
+        std::fs::remove_file(&hook).map_err(|e| e.to_string())?;
+        std::os::unix::fs::symlink(&gate, &hook).map_err(|e| e.to_string())?;
     }
     if !out.status.success() {
         return Err(format!(
@@ -164,18 +172,36 @@ fn install(w: &World, fx: &Fixture) -> Res<PathBuf> {
             "the decisions, committed",
         ],
     )?;
-    w.evctl(&fx.root, &["hooks", "install"])?;
-    let hook = fx.root.join(".git/hooks/pre-commit");
-    let text = std::fs::read_to_string(&hook).map_err(|e| format!("{}: {e}", hook.display()))?;
-    let last = "exec \"$evctl\" hook pre-commit \"$@\"\n";
-    if !text.ends_with(last) {
-        return Err(format!("unexpected hook script:\n{text}"));
+    let out = w
+        .command(&w.bins.evctl)
+        .current_dir(&fx.root)
+        .env("PATH", path_with_bench_evctl(w))
+        .args(["hooks", "install"])
+        .output()
+        .map_err(|e| format!("evctl hooks install: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "evctl hooks install failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
-    let patched = format!(
-        "{}\"$evctl\" hook pre-commit \"$@\" || true\n",
-        &text[..text.len() - last.len()]
-    );
-    std::fs::write(&hook, patched).map_err(|e| e.to_string())?;
+    let hook = fx.root.join(".git/hooks/pre-commit");
+    // The direct form: evctl on PATH is the bench's.
+    let to = std::fs::read_link(&hook).map_err(|e| {
+        format!(
+            "{} is not the direct gate (a link to evctl): {e}\n{}",
+            hook.display(),
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })?;
+    if std::fs::metadata(&to).map(|m| m.ino()).ok()
+        != std::fs::metadata(&w.bins.evctl).map(|m| m.ino()).ok()
+    {
+        return Err(format!(
+            "the gate links to {}, not the bench's evctl",
+            to.display()
+        ));
+    }
     Ok(hook)
 }
 

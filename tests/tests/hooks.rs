@@ -756,3 +756,130 @@ fn the_quick_gate_says_what_the_usual_way_says() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains(&fx.api), "{r:?}");
 }
+
+#[test]
+fn with_this_evctl_on_path_the_gate_is_a_link_git_runs_without_a_shell() {
+    const QUICK: &str = "evctl: the pre-commit gate asked evd in one round trip\n";
+    let w = World::new();
+    let fx = fixture(&w, None);
+    let p = fx.repo.path();
+    let hook = p.join(".git/hooks/pre-commit");
+    let on_path = [("PATH", path_with_evctl())];
+    let on_path: Vec<(&str, &str)> = on_path.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let evctl = target_dir().join("evctl");
+    let r = w.evctl_env(p, &on_path, &["hooks", "install"]).ok();
+    let said = format!(
+        "pre-commit: installed evctl's hook in .git/hooks/pre-commit: a link to {}, which git runs directly (no shell)\n",
+        evctl.display()
+    );
+    assert!(r.stdout.contains(&said), "{r:?}");
+    assert_eq!(std::fs::read_link(&hook).expect("a link"), evctl);
+    let r = w.evctl(p, &["hooks", "status"]).ok();
+    assert!(
+        r.stdout.contains(&format!(
+            "pre-commit: evctl's (.git/hooks/pre-commit, a link to {}: git runs evctl directly)",
+            evctl.display()
+        )),
+        "{r:?}"
+    );
+    // Twice is once.
+    let r = w.evctl_env(p, &on_path, &["hooks", "install"]).ok();
+    assert!(r.stdout.contains("pre-commit: already installed"), "{r:?}");
+
+    // git starts evctl under the hook's name: the same gate, the quick way, no shell.
+    break_api(&w, &fx);
+    stage_change(&w, &fx, "db/schema.sql");
+    let before = head(&w, p);
+    let r = commit(&w, &fx, &[("EVCTL_DEBUG", "1")], &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.starts_with(QUICK), "{r:?}");
+    let usual = w.evctl_env(p, &[("EVD_NO_DAEMON", "1")], &["hook", "pre-commit"]);
+    assert_eq!(
+        (r.code, &r.stderr[QUICK.len()..]),
+        (usual.code, usual.stderr.as_str()),
+        "the link says what `evctl hook pre-commit` says"
+    );
+    assert!(r.stderr.contains(&fx.api), "{r:?}");
+    assert_eq!(head(&w, p), before, "blocked");
+    // Warn only: every word said, and the commit goes ahead.
+    let r = commit(&w, &fx, &[("EVCTL_GATE_WARN_ONLY", "1")], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("evctl: commit blocked"), "{r:?}");
+    assert!(
+        r.stderr
+            .ends_with("evctl: EVCTL_GATE_WARN_ONLY is set: the commit goes ahead all the same\n"),
+        "{r:?}"
+    );
+    assert_ne!(head(&w, p), before, "let through");
+    // Skipped as the script is.
+    stage_change(&w, &fx, "db/schema.sql");
+    let r = commit(&w, &fx, &[("EVCTL_NO_HOOKS", "1")], &[]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
+
+    // What the link cannot carry takes the script, and back.
+    let r = w
+        .evctl_env(p, &on_path, &["hooks", "install", "--strict"])
+        .ok();
+    assert!(r.stdout.contains("brought up to date"), "{r:?}");
+    let text = std::fs::read_to_string(&hook).expect("a script");
+    assert!(
+        text.contains("# evctl-hooks: ") && text.contains(" hook --strict pre-commit"),
+        "{text}"
+    );
+    let r = w.evctl_env(p, &on_path, &["hooks", "install"]).ok();
+    assert!(r.stdout.contains("brought up to date: a link to"), "{r:?}");
+    assert_eq!(std::fs::read_link(&hook).expect("a link"), evctl);
+    // An evctl that is not the one on PATH (a build directory) writes the script, which looks
+    // evctl up on every run.
+    let r = w
+        .evctl_env(
+            p,
+            &[("PATH", path_without_evctl().as_str())],
+            &["hooks", "install"],
+        )
+        .ok();
+    assert!(r.stdout.contains("brought up to date\n"), "{r:?}");
+    assert!(std::fs::read_to_string(&hook)
+        .expect("a script")
+        .contains("# evctl-hooks: "));
+
+    // A link to an evctl that is gone: git skips it without a word, status says so, install
+    // links it again.
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    let copy = elsewhere.path().join("evctl");
+    std::fs::copy(&evctl, &copy).expect("copy");
+    let path = format!("{}:{}", elsewhere.path().display(), path_with_evctl());
+    let r = w
+        .command(&copy)
+        .current_dir(p)
+        .env("PATH", &path)
+        .args(["hooks", "install"])
+        .output()
+        .expect("evctl");
+    assert!(r.status.success(), "{r:?}");
+    assert_eq!(std::fs::read_link(&hook).expect("a link"), copy);
+    std::fs::remove_file(&copy).expect("rm");
+    let r = w.evctl(p, &["hooks", "status"]).ok();
+    assert!(
+        r.stdout.contains(&format!(
+            "a link to {}, which is missing: git skips the hook without a word",
+            copy.display()
+        )),
+        "{r:?}"
+    );
+    stage_change(&w, &fx, "db/schema.sql");
+    let r = commit(&w, &fx, &[], &[]);
+    assert_eq!((r.code, r.stderr.as_str()), (0, ""), "{r:?}");
+    let r = w.evctl_env(p, &on_path, &["hooks", "install"]).ok();
+    assert!(r.stdout.contains("brought up to date: a link to"), "{r:?}");
+
+    // Uninstall takes the link away, and nothing else.
+    let r = w.evctl(p, &["hooks", "uninstall"]).ok();
+    assert!(
+        r.stdout
+            .contains("pre-commit: removed evctl's hook from .git/hooks/pre-commit"),
+        "{r:?}"
+    );
+    assert!(std::fs::symlink_metadata(&hook).is_err(), "gone");
+    assert!(evctl.is_file(), "the link's target is untouched");
+}

@@ -1,5 +1,5 @@
 //! The git hooks evctl provides (`pre-commit`, `pre-push`), and the names and markers every part
-//! of `hooks/` shares: the variable that skips them, the marker of evctl's script and of its one
+//! of `hooks/` shares: the variables that skip them or make them warn only, the marker of evctl's script and of its one
 //! line, the suffix of a chained hook.
 //!
 //! Only names and constants: it must not read or write files, nor know how a script or a line
@@ -9,6 +9,10 @@ use serde::Serialize;
 
 /// The environment variable that makes every evctl hook step aside.
 pub const SKIP_VAR: &str = "EVCTL_NO_HOOKS";
+
+/// The environment variable that makes every evctl gate say what it would block, and let git
+/// go ahead all the same.
+pub const WARN_VAR: &str = "EVCTL_GATE_WARN_ONLY";
 
 /// The marker line of evctl's own hook scripts (their second line starts with it).
 pub const SCRIPT_MARK: &str = "# evctl-hooks: ";

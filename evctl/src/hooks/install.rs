@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use super::direct;
 use super::found::{chained_path, look, same_file, Found};
 use super::hook::{Hook, CHAINED_SUFFIX};
 use super::layout::Layout;
@@ -25,6 +26,8 @@ pub struct Target {
     pub store: Option<String>,
     /// The pre-commit gate is store-wide (`evctl hooks install --strict`).
     pub strict: bool,
+    /// The `evctl` on `PATH` when it is this very evctl: what the direct form links to.
+    pub direct: Option<String>,
 }
 
 /// What installing `hook` takes, given what is there now.
@@ -38,6 +41,17 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
     let aside = chained_path(&layout.dir, hook);
     let aside_found = look(&aside);
     let aside_there = aside_found != Found::Missing;
+    // The direct form (a link to evctl, no shell) when nothing needs the script.
+    let link_to = t
+        .direct
+        .as_deref()
+        .filter(|_| direct::applies(hook, t.strict, t.store.as_deref(), aside_there));
+    let link = |to: &str, message: String| Step::Link {
+        hook,
+        path: path.clone(),
+        to: to.to_string(),
+        message,
+    };
     let write = |chained: bool, message: String| Step::Write {
         hook,
         path: path.clone(),
@@ -51,7 +65,44 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
         mode: 0o755,
         message,
     };
-    match look(&path) {
+    let found = look(&path);
+    let ours_already = match &found {
+        Found::Symlink(to) if direct::is_our_link(to) => Some(Some(to.as_str())),
+        Found::Text(text, _) if is_ours(text) => Some(None),
+        _ => None,
+    };
+    if let (Some(to), Some(now)) = (link_to, ours_already) {
+        return if now == Some(to) {
+            vec![Step::Keep {
+                hook,
+                message: format!("{name}: already installed in {shown}, unchanged"),
+            }]
+        } else {
+            vec![link(
+                to,
+                format!(
+                    "{name}: evctl's hook in {shown} brought up to date: {}",
+                    linked(to)
+                ),
+            )]
+        };
+    }
+    if let (Some(to), Found::Missing) = (link_to, &found) {
+        return vec![link(
+            to,
+            format!("{name}: installed evctl's hook in {shown}: {}", linked(to)),
+        )];
+    }
+    if let Found::Symlink(to) = &found {
+        if direct::is_our_link(to) {
+            // The direct form no longer fits (strict, a store below the top, evctl elsewhere).
+            return vec![write(
+                aside_there,
+                format!("{name}: evctl's hook in {shown} brought up to date"),
+            )];
+        }
+    }
+    match found {
         Found::Missing if aside_there => vec![write(
             true,
             format!("{name}: installed evctl's hook in {shown}, chaining the {name}{CHAINED_SUFFIX} left beside it (it runs first)"),
@@ -120,6 +171,11 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
             ]
         }
     }
+}
+
+/// How an install message describes the direct form.
+fn linked(to: &str) -> String {
+    format!("a link to {to}, which git runs directly (no shell)")
 }
 
 fn plan_line_install(
@@ -214,8 +270,14 @@ pub fn plan_uninstall(layout: &Layout, hook: Hook) -> Vec<Step> {
         to: path.clone(),
         message,
     };
-    match look(&path) {
-        Found::Text(text, _) if is_ours(&text) => {
+    let found = look(&path);
+    let ours = match &found {
+        Found::Text(text, _) => is_ours(text),
+        Found::Symlink(to) => direct::is_our_link(to),
+        _ => false,
+    };
+    match found {
+        _ if ours => {
             if aside_there {
                 vec![restore(format!(
                     "{name}: removed evctl's hook and put back the hook it chained, as it was"
@@ -299,6 +361,68 @@ mod tests {
         assert_eq!((m.ino(), m.permissions().mode() & 0o7777), (ino, 0o741));
         assert!(!chained_path(&l.dir, Hook::PreCommit).exists());
         assert_eq!(state_of(&l, Hook::PreCommit).state, "foreign");
+    }
+
+    #[test]
+    fn the_plain_gate_links_to_evctl_and_a_foreign_hook_still_takes_the_script() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let l = layout(d.path());
+        let hook = l.dir.join("pre-commit");
+        let evctl = d.path().join("bin/evctl");
+        fs::create_dir_all(evctl.parent().expect("dir")).expect("mkdir");
+        fs::write(&evctl, "#!/bin/sh\n").expect("write");
+        let t = Target {
+            direct: evctl.to_str().map(str::to_string),
+            ..Target::default()
+        };
+        let steps = plan_install(&l, Hook::PreCommit, &t);
+        assert!(matches!(steps[..], [Step::Link { .. }]), "{steps:?}");
+        apply(&steps).expect("install");
+        assert_eq!(fs::read_link(&hook).expect("link"), evctl);
+        assert_eq!(state_of(&l, Hook::PreCommit).state, "ours");
+        let again = plan_install(&l, Hook::PreCommit, &t);
+        assert!(matches!(again[..], [Step::Keep { .. }]), "{again:?}");
+        // pre-push, --strict, a store below the top: the script.
+        for (hook_kind, t2) in [
+            (Hook::PrePush, t.clone()),
+            (
+                Hook::PreCommit,
+                Target {
+                    strict: true,
+                    ..t.clone()
+                },
+            ),
+            (
+                Hook::PreCommit,
+                Target {
+                    store: Some("sub".into()),
+                    ..t.clone()
+                },
+            ),
+        ] {
+            let steps = plan_install(&l, hook_kind, &t2);
+            assert!(matches!(steps[..], [Step::Write { .. }]), "{steps:?}");
+        }
+        // The link goes away whole on uninstall, its target untouched.
+        apply(&plan_uninstall(&l, Hook::PreCommit)).expect("uninstall");
+        assert!(fs::symlink_metadata(&hook).is_err());
+        assert!(evctl.is_file());
+        // A foreign hook is chained by the script, never replaced by a link.
+        fs::write(&hook, "#!/bin/sh\nexit 0\n").expect("write");
+        let steps = plan_install(&l, Hook::PreCommit, &t);
+        assert!(
+            matches!(steps[..], [Step::MoveAside { .. }, Step::Write { .. }]),
+            "{steps:?}"
+        );
+        apply(&steps).expect("install");
+        assert!(chains(&fs::read_to_string(&hook).expect("script")));
+        // A link to an evctl that is gone is evctl's, outdated.
+        apply(&plan_uninstall(&l, Hook::PreCommit)).expect("uninstall");
+        fs::remove_file(&hook).expect("rm");
+        std::os::unix::fs::symlink(d.path().join("gone/evctl"), &hook).expect("symlink");
+        assert_eq!(state_of(&l, Hook::PreCommit).state, "ours-outdated");
+        let steps = plan_install(&l, Hook::PreCommit, &t);
+        assert!(matches!(steps[..], [Step::Link { .. }]), "{steps:?}");
     }
 
     #[test]

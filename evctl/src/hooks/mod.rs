@@ -7,7 +7,9 @@
 //! Two ways in, by what that directory is:
 //!
 //! - **A hooks directory of its own** (`.git/hooks`, or a `core.hooksPath` outside the work
-//!   tree): evctl writes a small POSIX `sh` script per hook, recognised later by its marker line.
+//!   tree): evctl writes a small POSIX `sh` script per hook, recognised later by its marker line
+//!   — or, for the plain pre-commit gate when the `evctl` on `PATH` is this one, a symlink to
+//!   evctl itself, which git then starts with no shell in between (`direct`).
 //!   A hook that is already there and is not evctl's is never overwritten: it is moved aside to
 //!   `<hook>.evctl-chained` (a hard link first, so that some hook is in place at every instant;
 //!   a symlink is moved as the link itself, its target untouched), and evctl's script runs it
@@ -29,6 +31,7 @@
 //!
 //! - `hook`: which hooks evctl provides, and the names and markers every part shares;
 //! - `script`: the text of evctl's own hook script (a hooks directory of its own);
+//! - `direct`: the pre-commit gate as a link to evctl itself (no shell), and when it fits;
 //! - `line`: the one line evctl adds to a project's hook file (husky and similar);
 //! - `layout`: where git runs hooks (`git rev-parse --git-path hooks`);
 //! - `found`: what is at a hook's path now, and the chained (moved-aside) hook's name;
@@ -37,6 +40,7 @@
 //! - `status`: one hook's state as `evctl hooks status` reports it;
 //! - `verb`: the `evctl hooks …` verb itself (its flags, its context, its output).
 
+mod direct;
 mod found;
 mod hook;
 mod install;
@@ -47,8 +51,9 @@ mod status;
 mod steps;
 mod verb;
 
+pub use direct::{invoked_as, self_on_path};
 pub use found::{look, Found};
-pub use hook::{Hook, SKIP_VAR};
+pub use hook::{Hook, SKIP_VAR, WARN_VAR};
 pub use install::{plan_install, Target};
 pub use layout::Layout;
 pub use script::{is_strict, sh_quote};

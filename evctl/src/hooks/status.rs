@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::direct::is_our_link;
 use super::found::{chained_path, look, Found};
 use super::hook::{Hook, CHAINED_SUFFIX};
 use super::layout::Layout;
@@ -69,6 +70,24 @@ pub fn state_of(layout: &Layout, hook: Hook) -> HookState {
                     )
                 } else {
                     ("ours", format!("evctl's ({shown})"))
+                }
+            }
+            Found::Symlink(to) if is_our_link(&to) => {
+                if std::fs::metadata(&path).is_err() {
+                    (
+                        "ours-outdated",
+                        format!("evctl's ({shown}), a link to {to}, which is missing: git skips the hook without a word; `evctl hooks install` links it again"),
+                    )
+                } else if aside_there {
+                    (
+                        "ours-outdated",
+                        format!("evctl's ({shown}), a link to {to}, but {name}{CHAINED_SUFFIX} is there and does not run: `evctl hooks install` chains it"),
+                    )
+                } else {
+                    (
+                        "ours",
+                        format!("evctl's ({shown}, a link to {to}: git runs evctl directly)"),
+                    )
                 }
             }
             Found::Missing if aside_there => (

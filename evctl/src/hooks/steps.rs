@@ -6,7 +6,7 @@
 //! say and nothing else, so that `evctl setup --dry-run` can print the same steps instead.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::found::same_file;
 use super::hook::Hook;
@@ -22,6 +22,13 @@ pub enum Step {
         path: PathBuf,
         text: String,
         mode: u32,
+        message: String,
+    },
+    /// Make `path` a symlink to `to` (evctl's direct hook), replacing what is there whole.
+    Link {
+        hook: Hook,
+        path: PathBuf,
+        to: String,
         message: String,
     },
     /// Give the foreign hook at `from` the name `to` (a hard link, then `from` is replaced by the
@@ -54,6 +61,7 @@ impl Step {
         match self {
             Step::Keep { hook, .. }
             | Step::Write { hook, .. }
+            | Step::Link { hook, .. }
             | Step::MoveAside { hook, .. }
             | Step::Restore { hook, .. }
             | Step::Remove { hook, .. }
@@ -65,6 +73,7 @@ impl Step {
         match self {
             Step::Keep { message, .. }
             | Step::Write { message, .. }
+            | Step::Link { message, .. }
             | Step::MoveAside { message, .. }
             | Step::Restore { message, .. }
             | Step::Remove { message, .. }
@@ -86,6 +95,7 @@ impl Step {
         match self {
             Step::Keep { .. } => "keep",
             Step::Write { .. } => "write",
+            Step::Link { .. } => "link",
             Step::MoveAside { .. } => "move-aside",
             Step::Restore { .. } => "restore",
             Step::Remove { .. } => "remove",
@@ -115,6 +125,7 @@ pub fn apply(steps: &[Step]) -> Result<(), String> {
                 )
                 .map_err(|e| format!("writing {}: {e}", path.display()))?;
             }
+            Step::Link { path, to, .. } => link_atomically(path, to)?,
             Step::MoveAside { from, to, .. } => {
                 if !same_file(from, to) {
                     // A second name first: the hook stays in place until evctl's replaces it.
@@ -141,5 +152,28 @@ pub fn apply(steps: &[Step]) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// Make `path` a symlink to `to` in one step: the link is made under a temporary name beside it,
+/// then renamed over `path` (a file or link there is replaced whole, never left half-made).
+fn link_atomically(path: &Path, to: &str) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| format!("{} has no directory", path.display()))?;
+    fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{} has no name", path.display()))?;
+    let tmp = dir.join(format!(".{name}.evctl-link.{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(to, &tmp)
+        .map_err(|e| format!("linking {} to {to}: {e}", tmp.display()))?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(format!("linking {} to {to}: {e}", path.display()));
+    }
+    let _ = evd::api::shared::fsio::sync_dir(dir);
     Ok(())
 }

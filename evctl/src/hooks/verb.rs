@@ -63,6 +63,12 @@ impl Which {
 pub enum Action {
     /// Install the gates (default: pre-commit). Safe to run again; an existing hook is chained.
     ///
+    /// When the `evctl` on PATH is this one, the plain pre-commit gate is a link to it, which
+    /// git starts with no shell in between; otherwise (and for --strict, a store below the top
+    /// of the work tree, or a chained hook) it is a small sh script. Set EVCTL_NO_HOOKS=1 to
+    /// skip the gates, EVCTL_GATE_WARN_ONLY=1 to have them say what they would block and let
+    /// git go ahead.
+    ///
     /// Examples:
     ///   evctl hooks install                 # the pre-commit gate
     ///   evctl hooks install --all           # pre-commit and pre-push
@@ -104,6 +110,7 @@ impl Here {
                 .and_then(|p| p.to_str().map(str::to_string)),
             store: None,
             strict: false,
+            direct: super::direct::self_on_path(),
         };
         if store_found {
             let root = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
