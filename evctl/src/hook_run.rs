@@ -697,27 +697,19 @@ static GATE_DONE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
 
 /// Never hold a commit or push hostage: past the deadline, whatever the gate is waiting on (a
 /// stuck or stopped evd, a slow disk), say so in one line and let git go ahead (exit 0).
-/// Armed once per process, counting from the gate's start: the quick way ([`quick`]) may hand
-/// over to the usual one ([`run`]), whose deadline then includes the time already spent.
+/// Armed once per process: the quick way ([`quick`]) may hand over to the usual one ([`run`]),
+/// whose deadline is then the one already running.
 fn arm_watchdog(hook: Hook, json: bool) {
     static ARMED: std::sync::Once = std::sync::Once::new();
     ARMED.call_once(|| watch_the_deadline(hook, json));
 }
 
-/// When the gate began: [`quick`] (or [`run`], when the quick way was not tried).
-static GATE_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-
-fn gate_started() -> std::time::Instant {
-    *GATE_START.get_or_init(std::time::Instant::now)
-}
-
 fn watch_the_deadline(hook: Hook, json: bool) {
     let deadline = gate_deadline();
-    let left = deadline.saturating_sub(gate_started().elapsed());
     let spawned = std::thread::Builder::new()
         .name("evctl-gate-deadline".into())
         .spawn(move || {
-            std::thread::sleep(left);
+            std::thread::sleep(deadline);
             let done = GATE_DONE.lock().unwrap_or_else(|e| e.into_inner());
             if *done {
                 return;
@@ -858,7 +850,6 @@ fn quick_args(args: &[String]) -> Option<(Option<String>, bool)> {
 /// index, and says what went wrong. Nothing was written meanwhile: the guards are a read.
 pub fn quick(args: &[String]) -> Option<Out> {
     let (store, strict) = quick_args(args)?;
-    gate_started();
     if skip_requested() {
         return Some(Out::default());
     }
@@ -877,12 +868,11 @@ pub fn quick(args: &[String]) -> Option<Out> {
     let Some(index) = index_file(&s.cwd, &place.top) else {
         return handed_over("evd cannot read this work tree's index itself");
     };
+    arm_watchdog(hook, false);
     let req = staged_request(&s, &place, index);
     // A slow answer (evd busy opening the store) is left to the usual way, which says what
-    // the store is busy with on a terminal. No watchdog thread here (starting one is a tenth of
-    // the gate): every wait of this way is bounded by the socket's own timeouts, within the
-    // gate's deadline, and the usual way's watchdog counts from the start of the process.
-    let wait = std::time::Duration::from_millis(1500).min(gate_deadline());
+    // the store is busy with on a terminal.
+    let wait = std::time::Duration::from_millis(1500);
     let answer =
         crate::client::batch::hello_and_read::<_, GuardsResult>(&s.rt_dir, "ev.guards", &req, wait);
     let answer = match answer {

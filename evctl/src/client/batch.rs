@@ -79,7 +79,7 @@ pub fn hello_and_read<P: Serialize, R: DeserializeOwned>(
     if paths::check_socket_owner(&sock).is_err() {
         return Ok(None);
     }
-    let Some(mut stream) = connect(&sock, wait) else {
+    let Ok(mut stream) = UnixStream::connect(&sock) else {
         return Ok(None);
     };
     let want = super::wanted_build(rt);
@@ -141,54 +141,6 @@ pub fn hello_and_read<P: Serialize, R: DeserializeOwned>(
     Ok(Some((h, r)))
 }
 
-/// Where an HTTP answer's head ends in `buf`, its status, and the length its headers give the
-/// body: `Ok(None)` while the head is incomplete. Only what evd's server writes needs reading
-/// (a status line, `name: value` lines, a blank line), so it is read here rather than by a
-/// general parser, whose start-up probing of the CPU's features costs more than the whole
-/// parse in a process that lives two milliseconds.
-fn parse_head(buf: &[u8]) -> Result<Option<(usize, u16, Option<usize>)>, String> {
-    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return Ok(None);
-    };
-    let head = std::str::from_utf8(&buf[..end]).map_err(|_| "evd's answer is not HTTP")?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = match status_line.split(' ').collect::<Vec<_>>().as_slice() {
-        [version, code, ..] if version.starts_with("HTTP/1.") => code
-            .parse::<u16>()
-            .map_err(|_| format!("evd's answer has a bad status line ({status_line})"))?,
-        _ => return Err(format!("evd's answer is not HTTP ({status_line})")),
-    };
-    let mut length = None;
-    for line in lines {
-        let (name, value) = line
-            .split_once(':')
-            .ok_or_else(|| format!("evd's answer has a bad header ({line})"))?;
-        if name.trim().eq_ignore_ascii_case("content-length") {
-            length = Some(
-                value
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|_| format!("evd's answer has a bad length ({line})"))?,
-            );
-        } else if name.trim().eq_ignore_ascii_case("transfer-encoding") {
-            return Err("evd's answer is not sent whole (a transfer encoding)".into());
-        }
-    }
-    Ok(Some((end + 4, status, length)))
-}
-
-/// A connection to the socket at `sock`, waiting at most `wait` for a daemon whose queue of
-/// connections is full (a blocking connect would wait for it without end). `None`: nobody
-/// listens, or not in time.
-fn connect(sock: &Path, wait: Duration) -> Option<UnixStream> {
-    let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).ok()?;
-    // Linux bounds a Unix socket's connect by its send timeout.
-    s.set_write_timeout(Some(wait)).ok()?;
-    s.connect(&socket2::SockAddr::unix(sock).ok()?).ok()?;
-    Some(UnixStream::from(std::os::fd::OwnedFd::from(s)))
-}
-
 /// The body of the HTTP answer on `stream` (status 200, its length given), read whole.
 fn read_answer(stream: &mut UnixStream) -> Result<Vec<u8>, String> {
     let mut buf = Vec::with_capacity(8 * 1024);
@@ -199,10 +151,23 @@ fn read_answer(stream: &mut UnixStream) -> Result<Vec<u8>, String> {
             return Err("evd closed the connection without answering".into());
         }
         buf.extend_from_slice(&chunk[..n]);
-        match parse_head(&buf)? {
-            Some(head) => break head,
-            None if buf.len() < MAX_HEAD => continue,
-            None => return Err("evd's answer has no end of headers".into()),
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut resp = httparse::Response::new(&mut headers);
+        match resp.parse(&buf) {
+            Ok(httparse::Status::Complete(len)) => {
+                let length = resp
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| std::str::from_utf8(h.value).ok())
+                    .and_then(|v| v.trim().parse::<usize>().ok());
+                break (len, resp.code.unwrap_or(0), length);
+            }
+            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
+            Ok(httparse::Status::Partial) => {
+                return Err("evd's answer has no end of headers".into())
+            }
+            Err(e) => return Err(format!("evd's answer is not HTTP ({e})")),
         }
     };
     if status != 200 {
@@ -233,24 +198,5 @@ fn read_failed(e: &std::io::Error) -> String {
             "evd did not answer in time".into()
         }
         _ => format!("reading evd's answer failed: {e}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_head;
-
-    #[test]
-    fn the_head_of_an_answer_is_read_as_evd_writes_it() {
-        let a =
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nContent-Length: 12\r\n\r\n[1]";
-        assert_eq!(parse_head(a), Ok(Some((a.len() - 3, 200, Some(12)))));
-        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-le"), Ok(None));
-        let none = b"HTTP/1.1 503 Service Unavailable\r\n\r\n";
-        assert_eq!(parse_head(none), Ok(Some((none.len(), 503, None))));
-        assert!(parse_head(b"SSH-2.0-x\r\n\r\n").is_err());
-        assert!(parse_head(b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n").is_err());
-        assert!(parse_head(b"HTTP/1.1 200 OK\r\ncontent-length: x\r\n\r\n").is_err());
-        assert!(parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").is_err());
     }
 }
