@@ -215,19 +215,33 @@ fn unchanged_dirs(b: &[u8], tree: &HeadTree) -> Option<Skips> {
         }
     }
     starts.push(u32::try_from(at).ok()?);
-    // The extensions: the cached tree is the one wanted.
-    let mut cached = None;
+    let (_, cached) = extensions(b, at)?
+        .into_iter()
+        .find(|(name, _)| name == b"TREE")?;
+    let dirs = same_as_head(cached, tree)?;
+    (!dirs.is_empty()).then_some(Skips { starts, dirs })
+}
+
+/// The extensions of the index `b` from `at` (where its entries end) to its checksum: each
+/// one's name and body. `None` unless they fill that space exactly.
+fn extensions(b: &[u8], mut at: usize) -> Option<Vec<(&[u8], &[u8])>> {
+    let end = b.len().checked_sub(OID)?;
+    let mut out = Vec::new();
     while at < end {
         let name = b.get(at..at + 4)?;
         let size = usize::try_from(be32(b, at + 4)?).ok()?;
-        let body = b.get(at + 8..at.checked_add(8)?.checked_add(size)?)?;
-        if name == b"TREE" {
-            cached = Some(body);
-        }
-        at += 8 + size;
+        let next = at.checked_add(8)?.checked_add(size)?;
+        out.push((name, b.get(at + 8..next)?));
+        at = next;
     }
+    (at == end).then_some(out)
+}
+
+/// The directories of the cached tree `body` (a `TREE` extension) that are valid and are HEAD's
+/// own tree in `tree`, with how many index entries each holds.
+fn same_as_head(body: &[u8], tree: &HeadTree) -> Option<std::collections::HashMap<Vec<u8>, usize>> {
     let mut dirs = std::collections::HashMap::new();
-    let mut rest = cached?;
+    let mut rest = body;
     let mut open: Vec<(Vec<u8>, usize)> = Vec::new();
     while !rest.is_empty() {
         // `<name> NUL <entries> SP <subtrees> LF [<id>]`, depth first.
@@ -276,7 +290,7 @@ fn unchanged_dirs(b: &[u8], tree: &HeadTree) -> Option<Skips> {
             return None;
         }
     }
-    (!dirs.is_empty()).then_some(Skips { starts, dirs })
+    Some(dirs)
 }
 
 /// How many index entries from position `i` (whose path `path` HEAD has at `j` too) lie in a
@@ -462,15 +476,10 @@ fn staged_in(b: &[u8], tree: &HeadTree) -> Option<Vec<Box<[u8]>>> {
     // Extensions: an optional one (its name starts with an upper-case letter) may be skipped;
     // a required one (a split index's `link`, a sparse index's `sdir`) changes what the
     // entries mean.
-    while at < end {
-        let name = b.get(at..at + 4)?;
-        let size = usize::try_from(be32(b, at + 4)?).ok()?;
-        if !name[0].is_ascii_uppercase() {
-            return None;
-        }
-        at = at.checked_add(8)?.checked_add(size)?;
-    }
-    if at != end {
+    if !extensions(b, at)?
+        .iter()
+        .all(|(name, _)| name[0].is_ascii_uppercase())
+    {
         return None;
     }
     out.extend(theirs[j..].iter().map(|t| tree.path(t).into()));
