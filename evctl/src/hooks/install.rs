@@ -66,41 +66,41 @@ pub fn plan_install(layout: &Layout, hook: Hook, t: &Target) -> Vec<Step> {
         message,
     };
     let found = look(&path);
-    let ours_already = match &found {
-        Found::Symlink(to) if direct::is_our_link(to) => Some(Some(to.as_str())),
-        Found::Text(text, _) if is_ours(text) => Some(None),
+    let our_link = match &found {
+        Found::Symlink(to) if direct::is_our_link(to) => Some(to.as_str()),
         _ => None,
     };
-    if let (Some(to), Some(now)) = (link_to, ours_already) {
-        return if now == Some(to) {
-            vec![Step::Keep {
+    let our_script = matches!(&found, Found::Text(text, _) if is_ours(text));
+    match (link_to, our_link) {
+        (Some(to), Some(now)) if now == to => {
+            return vec![Step::Keep {
                 hook,
                 message: format!("{name}: already installed in {shown}, unchanged"),
             }]
-        } else {
-            vec![link(
+        }
+        (Some(to), now) if now.is_some() || our_script => {
+            return vec![link(
                 to,
                 format!(
                     "{name}: evctl's hook in {shown} brought up to date: {}",
                     linked(to)
                 ),
             )]
-        };
-    }
-    if let (Some(to), Found::Missing) = (link_to, &found) {
-        return vec![link(
-            to,
-            format!("{name}: installed evctl's hook in {shown}: {}", linked(to)),
-        )];
-    }
-    if let Found::Symlink(to) = &found {
-        if direct::is_our_link(to) {
-            // The direct form no longer fits (strict, a store below the top, evctl elsewhere).
+        }
+        (Some(to), None) if found == Found::Missing => {
+            return vec![link(
+                to,
+                format!("{name}: installed evctl's hook in {shown}: {}", linked(to)),
+            )]
+        }
+        // The direct form no longer fits (strict, a store below the top, evctl elsewhere).
+        (None, Some(_)) => {
             return vec![write(
                 aside_there,
                 format!("{name}: evctl's hook in {shown} brought up to date"),
-            )];
+            )]
         }
+        _ => {}
     }
     match found {
         Found::Missing if aside_there => vec![write(
