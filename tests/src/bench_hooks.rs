@@ -391,7 +391,8 @@ fn linkage(exe: &Path) -> &'static str {
     let interp = (0..usize::from(count)).any(|i| {
         usize::try_from(phoff)
             .ok()
-            .and_then(|o| u32_at(o + i * usize::from(size)))
+            .and_then(|o| o.checked_add(i.checked_mul(usize::from(size))?))
+            .and_then(u32_at)
             == Some(PT_INTERP)
     });
     if interp {
