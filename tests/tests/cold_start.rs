@@ -284,3 +284,63 @@ fn a_damaged_or_misplaced_image_is_never_used_and_never_hangs() {
         }
     }
 }
+
+/// How many times the store's own thread (`evd-store`) of the daemon `pid` has gone to sleep
+/// and been woken, summed over its threads of that name.
+fn store_thread_wakeups(pid: u64) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the daemon's threads");
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "evd-store")
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// An idle daemon takes its images in as soon as they are written, and its store thread then
+/// sleeps until the next request. It used to ask to look again "shortly" at a writing under
+/// way, each time anew, so the look was never due: the images written in the background were
+/// only put in place once a later request left idle work of its own (or at shutdown), and the
+/// thread woke every 50 ms for ever.
+#[test]
+#[cfg(target_os = "linux")]
+fn an_idle_daemon_sleeps_once_its_images_are_written() {
+    let w = World::new();
+    let repo = Repo::new();
+    evd_e2e::gen_store(repo.path(), 300, 7);
+    age();
+    let dir = repo.path();
+    let r = w.evctl(dir, &["check"]);
+    assert!(r.code == 0 || r.code == 1, "{r:?}");
+    let pid = w.status().expect("status")["pid"]
+        .as_u64()
+        .expect("status has a pid");
+    // The images are written a few seconds after the evaluation (a burst is imaged once).
+    let [ticks_image, check_image] = images(&repo);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(ticks_image.is_file() && check_image.is_file()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no images written within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Whatever else was left for a quiet moment (the journal, git's answers) is done by now.
+    std::thread::sleep(Duration::from_secs(2));
+    let before = store_thread_wakeups(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = store_thread_wakeups(pid) - before;
+    assert!(
+        woke <= 2,
+        "the idle store thread woke {woke} times in 2 s (it looked 40 times when it polled)"
+    );
+    // And it still answers at once.
+    let again = w.evctl(dir, &["check"]);
+    assert_eq!(again.stdout, r.stdout);
+}

@@ -277,9 +277,16 @@ impl OpenStore {
     /// first moved past what was last imaged.
     pub(super) fn images_due(&mut self) -> Option<Instant> {
         self.images.build.as_ref()?;
-        if self.images.writing.is_some() {
-            // Looked at again shortly, to take the writing in when it is done.
-            return Some(Instant::now() + POLL_WRITING);
+        if let Some(writing) = &self.images.writing {
+            // Taken in as soon as it is done: due now once it is (the store's thread then takes
+            // it in and, nothing else being due, sleeps until the next request), else looked
+            // at again shortly. Always "shortly" would keep an idle daemon waking for ever.
+            let now = Instant::now();
+            return Some(if writing.is_finished() {
+                now
+            } else {
+                now + POLL_WRITING
+            });
         }
         let ticks = self.store.ticks_generation();
         if self.store.tick_image_generation() == Some(ticks) && self.store.tick_image_whole() {
