@@ -225,13 +225,36 @@ pub fn pre_commit(
         if g.gating {
             if !matches!(g.label.as_str(), "red" | "gray->red") {
                 said.blocked = true;
+                // Re-verifying runs its tests with this change still in the work tree, which
+                // `evctl reverify` refuses: the change is set aside for it and put back.
+                let out = if reverifies(&g.label, &g.detail) {
+                    let mut specs: Vec<String> = Vec::new();
+                    for t in d.grounds.iter().flat_map(|g| &g.triggered_by) {
+                        let spec = if t.starts_with(':') {
+                            t.clone()
+                        } else {
+                            format!(":/{}", shown(t))
+                        };
+                        if !specs.contains(&spec) {
+                            specs.push(spec);
+                        }
+                    }
+                    let specs: Vec<String> = specs.iter().map(|s| proto::shell::word(s)).collect();
+                    format!(
+                        "`git stash push -- {} && evctl reverify {} && git stash pop --index`",
+                        specs.join(" "),
+                        d.tick_id
+                    )
+                } else {
+                    way_out(&d.tick_id, &g.label, &g.detail)
+                };
                 said.lines.push(format!(
                     "evctl: commit blocked: it changes {}, which decision {} {} guards ({}): {}",
                     files_phrase(&paths),
                     d.tick_id,
                     q(&d.decision),
                     verdict_phrase(g),
-                    way_out(&d.tick_id, &g.label, &g.detail)
+                    out
                 ));
             }
         } else if notes.len() < SHOWN {
@@ -329,9 +352,15 @@ fn detail_for(detail: &str, policy: &str) -> String {
     }
 }
 
+/// Whether a verdict `label` (with `detail`) is cleared by re-verifying at HEAD: verified at
+/// an older commit than the staleness reference.
+fn reverifies(label: &str, detail: &str) -> bool {
+    label.starts_with("stale") && detail.contains("verified_at_sha")
+}
+
 /// The one command that gets a decision `id` with verdict `label` (and `detail`) out of it.
 fn way_out(id: &str, label: &str, detail: &str) -> String {
-    if label.starts_with("stale") && detail.contains("verified_at_sha") {
+    if reverifies(label, detail) {
         return format!("`evctl reverify {id}`");
     }
     match label {

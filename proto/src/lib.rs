@@ -10,6 +10,7 @@ pub mod json;
 pub mod model;
 pub mod pathspec;
 pub mod rpc;
+pub mod shell;
 pub mod vocab;
 
 pub use model::{Check, Ground, Liveness, SourceRef, Tick};

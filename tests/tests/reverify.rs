@@ -356,6 +356,73 @@ fn the_everyday_loop_never_traps_a_commit() {
     let r = w.git(p, &["commit", "-q", "-m", "reverified"]);
     assert_eq!((r.code, r.stderr.trim()), (0, ""), "{r:?}");
 
+    // Skipping the re-verification after a change, then changing the file again: that commit
+    // is blocked, and its one command sets the change aside (re-verifying refuses to run the
+    // tests against it), re-verifies, and puts it back staged; followed literally, the commit
+    // then goes through.
+    schema.push_str("-- 3\n");
+    std::fs::write(p.join("schema.sql"), &schema).expect("write");
+    let r = w.git(p, &["commit", "-q", "-am", "change schema again"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    schema.push_str("-- 4\n");
+    std::fs::write(p.join("schema.sql"), &schema).expect("write");
+    git(p, &["add", "schema.sql"]);
+    let r = w.git(p, &["commit", "-q", "-m", "and again"]);
+    assert_eq!(r.code, 1, "blocked while stale: {r:?}");
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("commit blocked: it changes schema.sql"))
+        .unwrap_or_else(|| panic!("{r:?}"));
+    let command = line
+        .rsplit('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("a command in backquotes: {line}"));
+    assert!(
+        command.starts_with("git stash push -- :/schema.sql && evctl reverify ")
+            && command.ends_with(" && git stash pop --index"),
+        "{line}"
+    );
+    let stale = repo.head_file();
+    let ran = w
+        .command("sh")
+        .current_dir(p)
+        .env("PATH", evd_e2e::path_with_evctl())
+        .args(["-c", command])
+        .output()
+        .expect("sh");
+    assert!(ran.status.success(), "{command}: {ran:?}");
+    assert_ne!(repo.head_file(), stale, "re-verified: a child tick");
+    assert!(
+        std::fs::read_to_string(p.join("schema.sql"))
+            .expect("schema")
+            .ends_with("-- 4\n"),
+        "the change is back"
+    );
+    let r = w.git(p, &["commit", "-q", "-m", "and again, after the way out"]);
+    assert_eq!(
+        r.code, 0,
+        "the change was put back staged and now commits: {r:?}"
+    );
+    // The refusal that names the same way out, for whoever runs reverify by hand.
+    schema.push_str("-- 5\n");
+    std::fs::write(p.join("schema.sql"), &schema).expect("write");
+    let head = repo.head_file();
+    let r = w.evctl(p, &["reverify", &head]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "`git stash push -- schema.sql && evctl reverify {head} && git stash pop --index`"
+        )),
+        "{r:?}"
+    );
+    git(p, &["checkout", "--", "schema.sql"]);
+    let r = w.evctl(p, &["reverify", &head]);
+    assert_eq!(r.code, 0, "{r:?}");
+    git(p, &["add", "-A"]);
+    let r = w.git(p, &["commit", "-q", "-m", "reverified again"]);
+    assert_eq!(r.code, 0, "{r:?}");
+
     // A new decision bound to a test that never ran does not block a commit of other files.
     w.evctl(
         p,

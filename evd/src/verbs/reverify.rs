@@ -214,9 +214,17 @@ fn judge(
         })
         .unwrap_or_default();
     if !touched.is_empty() {
+        // Its tests would run against those changes, not HEAD. Committing them first is one
+        // way (the gate blocks that while the decision is stale); the other is named whole.
         return Judged::Refused(format!(
-            "guarded paths have uncommitted changes ({}): commit or stash them, then re-verify",
-            touched.join(", ")
+            "guarded paths have uncommitted changes ({}): its tests would run against them, not HEAD; set them aside while re-verifying: `git stash push -- {} && evctl reverify {} && git stash pop --index`",
+            touched.join(", "),
+            touched
+                .iter()
+                .map(|p| proto::shell::word(p))
+                .collect::<Vec<_>>()
+                .join(" "),
+            tick.id
         ));
     }
     let mut missing = Vec::new();
