@@ -239,12 +239,7 @@ pub fn pre_commit(
                             specs.push(spec);
                         }
                     }
-                    let specs: Vec<String> = specs.iter().map(|s| proto::shell::word(s)).collect();
-                    format!(
-                        "`git stash push -- {} && evctl reverify {} && git stash pop --index`",
-                        specs.join(" "),
-                        d.tick_id
-                    )
+                    format!("`{}`", proto::shell::reverify_set_aside(&d.tick_id, &specs))
                 } else {
                     way_out(&d.tick_id, &g.label, &g.detail)
                 };

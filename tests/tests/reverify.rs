@@ -379,10 +379,14 @@ fn the_everyday_loop_never_traps_a_commit() {
         .nth(1)
         .unwrap_or_else(|| panic!("a command in backquotes: {line}"));
     assert!(
-        command.starts_with("git stash push -- :/schema.sql && evctl reverify ")
+        command.starts_with("git stash push -m evctl-reverify-")
+            && command.contains(" -- :/schema.sql && evctl reverify ")
             && command.ends_with(" && git stash pop --index"),
         "{line}"
     );
+    // Someone's own stash, older: the command must never take it.
+    std::fs::write(p.join("other.txt"), "mine\n").expect("write");
+    git(p, &["stash", "push", "-q", "-m", "mine", "--", "other.txt"]);
     let stale = repo.head_file();
     let ran = w
         .command("sh")
@@ -404,6 +408,29 @@ fn the_everyday_loop_never_traps_a_commit() {
         r.code, 0,
         "the change was put back staged and now commits: {r:?}"
     );
+    // Run again with nothing to set aside: the older stash stays where it was.
+    w.command("sh")
+        .current_dir(p)
+        .env("PATH", evd_e2e::path_with_evctl())
+        .args(["-c", command])
+        .output()
+        .expect("sh");
+    let stashes = std::process::Command::new("git")
+        .current_dir(p)
+        .args(["stash", "list", "--format=%s"])
+        .output()
+        .expect("git stash list");
+    let stashes = String::from_utf8_lossy(&stashes.stdout);
+    assert!(
+        stashes.lines().count() == 1 && stashes.trim_end().ends_with(": mine"),
+        "only the user's own stash is left, untouched: {stashes}"
+    );
+    git(p, &["stash", "pop", "-q"]);
+    assert_eq!(
+        std::fs::read_to_string(p.join("other.txt")).expect("other"),
+        "mine\n"
+    );
+    git(p, &["checkout", "--", "other.txt"]);
     // The refusal that names the same way out, for whoever runs reverify by hand.
     schema.push_str("-- 5\n");
     std::fs::write(p.join("schema.sql"), &schema).expect("write");
@@ -412,7 +439,7 @@ fn the_everyday_loop_never_traps_a_commit() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(
         r.stderr.contains(&format!(
-            "`git stash push -- schema.sql && evctl reverify {head} && git stash pop --index`"
+            "`git stash push -m evctl-reverify-{head} -- schema.sql && evctl reverify {head} && git stash list -1 --format=%s | grep -q evctl-reverify-{head} && git stash pop --index`"
         )),
         "{r:?}"
     );

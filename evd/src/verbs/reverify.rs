@@ -217,14 +217,12 @@ fn judge(
         // Its tests would run against those changes, not HEAD. Committing them first is one
         // way (the gate blocks that while the decision is stale); the other is named whole.
         return Judged::Refused(format!(
-            "guarded paths have uncommitted changes ({}): its tests would run against them, not HEAD; set them aside while re-verifying: `git stash push -- {} && evctl reverify {} && git stash pop --index`",
+            "guarded paths have uncommitted changes ({}): its tests would run against them, not HEAD; set them aside while re-verifying: `{}`",
             touched.join(", "),
-            touched
-                .iter()
-                .map(|p| proto::shell::word(p))
-                .collect::<Vec<_>>()
-                .join(" "),
-            tick.id
+            proto::shell::reverify_set_aside(
+                &tick.id,
+                &touched.iter().map(|p| p.to_string()).collect::<Vec<_>>()
+            )
         ));
     }
     let mut missing = Vec::new();
