@@ -388,13 +388,16 @@ fn the_everyday_loop_never_traps_a_commit() {
     std::fs::write(p.join("other.txt"), "mine\n").expect("write");
     git(p, &["stash", "push", "-q", "-m", "mine", "--", "other.txt"]);
     let stale = repo.head_file();
-    let ran = w
-        .command("sh")
-        .current_dir(p)
-        .env("PATH", evd_e2e::path_with_evctl())
-        .args(["-c", command])
-        .output()
-        .expect("sh");
+    // The command as a user pastes it into a shell where evctl is on PATH.
+    let paste = || {
+        w.command("sh")
+            .current_dir(p)
+            .env("PATH", evd_e2e::path_with_evctl())
+            .args(["-c", command])
+            .output()
+            .expect("sh")
+    };
+    let ran = paste();
     assert!(ran.status.success(), "{command}: {ran:?}");
     assert_ne!(repo.head_file(), stale, "re-verified: a child tick");
     assert!(
@@ -409,12 +412,7 @@ fn the_everyday_loop_never_traps_a_commit() {
         "the change was put back staged and now commits: {r:?}"
     );
     // Run again with nothing to set aside: the older stash stays where it was.
-    w.command("sh")
-        .current_dir(p)
-        .env("PATH", evd_e2e::path_with_evctl())
-        .args(["-c", command])
-        .output()
-        .expect("sh");
+    paste();
     let stashes = std::process::Command::new("git")
         .current_dir(p)
         .args(["stash", "list", "--format=%s"])
