@@ -225,21 +225,8 @@ pub fn pre_commit(
         if g.gating {
             if !matches!(g.label.as_str(), "red" | "gray->red") {
                 said.blocked = true;
-                // Re-verifying runs its tests with this change still in the work tree, which
-                // `evctl reverify` refuses: the change is set aside for it and put back.
                 let out = if reverifies(&g.label, &g.detail) {
-                    let mut specs: Vec<String> = Vec::new();
-                    for t in d.grounds.iter().flat_map(|g| &g.triggered_by) {
-                        let spec = if t.starts_with(':') {
-                            t.clone()
-                        } else {
-                            format!(":/{}", shown(t))
-                        };
-                        if !specs.contains(&spec) {
-                            specs.push(spec);
-                        }
-                    }
-                    format!("`{}`", proto::shell::reverify_set_aside(&d.tick_id, &specs))
+                    set_aside_and_reverify(d, shown)
                 } else {
                     way_out(&d.tick_id, &g.label, &g.detail)
                 };
@@ -345,6 +332,25 @@ fn detail_for(detail: &str, policy: &str) -> String {
         "live-origin" => detail.replace(UPSTREAM, "verified_at_sha behind @{upstream}"),
         _ => detail.to_string(),
     }
+}
+
+/// The way out of a decision `d` that re-verifying clears, when the commit changes what it
+/// guards: re-verifying would run its tests with that change in the work tree, which `evctl
+/// reverify` refuses, so the change under its triggers (top-relative pathspecs) is set aside for
+/// it and put back.
+fn set_aside_and_reverify(d: &GuardedDecision, shown: &dyn Fn(&str) -> String) -> String {
+    let mut specs: Vec<String> = Vec::new();
+    for t in d.grounds.iter().flat_map(|g| &g.triggered_by) {
+        let spec = if t.starts_with(':') {
+            t.clone()
+        } else {
+            format!(":/{}", shown(t))
+        };
+        if !specs.contains(&spec) {
+            specs.push(spec);
+        }
+    }
+    format!("`{}`", proto::shell::reverify_set_aside(&d.tick_id, &specs))
 }
 
 /// Whether a verdict `label` (with `detail`) is cleared by re-verifying at HEAD: verified at

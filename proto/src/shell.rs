@@ -19,8 +19,8 @@ pub fn word(s: &str) -> String {
 /// set aside (its tests must run against HEAD, not those changes) and put back staged as they
 /// were. The stash is marked with the id and popped only when it is the one on top, so that
 /// when there was nothing to set aside no other stash is taken.
-pub fn reverify_set_aside(id: &str, pathspecs: &[String]) -> String {
-    let specs: Vec<String> = pathspecs.iter().map(|p| word(p)).collect();
+pub fn reverify_set_aside(id: &str, pathspecs: &[impl AsRef<str>]) -> String {
+    let specs: Vec<String> = pathspecs.iter().map(|p| word(p.as_ref())).collect();
     let mark = format!("evctl-reverify-{id}");
     format!(
         "git stash push -m {mark} -- {} && evctl reverify {id} && git stash list -1 --format=%s | grep -q {mark} && git stash pop --index",
@@ -44,7 +44,7 @@ mod tests {
 
     #[test]
     fn the_set_aside_command_marks_its_stash_and_pops_only_that() {
-        let c = super::reverify_set_aside("0123456789ab", &[":/db/a b.sql".into(), ":/x".into()]);
+        let c = super::reverify_set_aside("0123456789ab", &[":/db/a b.sql", ":/x"]);
         assert_eq!(
             c,
             "git stash push -m evctl-reverify-0123456789ab -- ':/db/a b.sql' :/x && evctl reverify 0123456789ab && git stash list -1 --format=%s | grep -q evctl-reverify-0123456789ab && git stash pop --index"

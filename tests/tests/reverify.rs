@@ -413,12 +413,7 @@ fn the_everyday_loop_never_traps_a_commit() {
     );
     // Run again with nothing to set aside: the older stash stays where it was.
     paste();
-    let stashes = std::process::Command::new("git")
-        .current_dir(p)
-        .args(["stash", "list", "--format=%s"])
-        .output()
-        .expect("git stash list");
-    let stashes = String::from_utf8_lossy(&stashes.stdout);
+    let stashes = w.git(p, &["stash", "list", "--format=%s"]).stdout;
     assert!(
         stashes.lines().count() == 1 && stashes.trim_end().ends_with(": mine"),
         "only the user's own stash is left, untouched: {stashes}"

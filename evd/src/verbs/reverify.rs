@@ -219,10 +219,7 @@ fn judge(
         return Judged::Refused(format!(
             "guarded paths have uncommitted changes ({}): its tests would run against them, not HEAD; set them aside while re-verifying: `{}`",
             touched.join(", "),
-            proto::shell::reverify_set_aside(
-                &tick.id,
-                &touched.iter().map(|p| p.to_string()).collect::<Vec<_>>()
-            )
+            proto::shell::reverify_set_aside(&tick.id, &touched)
         ));
     }
     let mut missing = Vec::new();
